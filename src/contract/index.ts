@@ -1,0 +1,2 @@
+export * from './operation.js';
+export * from './problem.js';

@@ -1,0 +1,251 @@
+/**
+ * The shared contract: TypeBox schemas of the ledger's resources and bodies.
+ *
+ * Imported by the server (route schemas, `openapi.yaml`) and by the client
+ * (`idem/client`). It must import nothing but `typebox`.
+ */
+import { type Static, Type } from 'typebox';
+
+/** `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`: no `/`, so it is one path segment. */
+export const SCOPE_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$';
+/** 1..255 characters, no C0 control characters and no DEL. `/` is allowed. */
+export const KEY_PATTERN = '^[^\\u0000-\\u001F\\u007F]{1,255}$';
+/** A client-supplied opaque fingerprint: 1..128 printable ASCII characters. */
+export const FINGERPRINT_PATTERN = '^[\\x20-\\x7E]{1,128}$';
+
+export const EFFECTS = ['read', 'idempotent_write', 'non_idempotent_write', 'unclassified'] as const;
+export type Effect = (typeof EFFECTS)[number];
+
+export const STATUSES = [
+  'pending_approval',
+  'ready',
+  'in_progress',
+  'outcome_unknown',
+  'succeeded',
+  'failed',
+  'rejected',
+] as const;
+export type OperationStatus = (typeof STATUSES)[number];
+export const TERMINAL_STATUSES: readonly OperationStatus[] = ['succeeded', 'failed', 'rejected'];
+
+export const Scope = Type.String({ pattern: SCOPE_PATTERN, description: 'tenant / namespace' });
+export const Key = Type.String({
+  pattern: KEY_PATTERN,
+  description: 'operation key; percent-encoded as ONE path segment',
+});
+export const Fingerprint = Type.String({ pattern: FINGERPRINT_PATTERN });
+export const EffectSchema = Type.Enum(EFFECTS, { description: 'effect class, fixed at creation' });
+export const StatusSchema = Type.Enum(STATUSES);
+export const Timestamp = Type.String({ format: 'date-time' });
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
+
+export const LeaseView = Type.Object(
+  {
+    expiresAt: Timestamp,
+    owner: Nullable(Type.String()),
+    dispatchedAt: Nullable(Timestamp),
+  },
+  { description: 'the current lease; its id is a secret returned only to the acquirer' },
+);
+
+export const ApprovalView = Type.Object({
+  state: Type.Enum(['pending', 'approved', 'rejected', 'expired']),
+  deadline: Timestamp,
+  decidedBy: Nullable(Type.String()),
+  decidedAt: Nullable(Timestamp),
+  note: Nullable(Type.String()),
+});
+
+export const ResolutionView = Type.Object({
+  by: Type.String(),
+  at: Timestamp,
+  note: Type.String(),
+});
+
+export const Operation = Type.Object(
+  {
+    id: Type.String({ format: 'uuid' }),
+    scope: Type.String(),
+    key: Type.String(),
+    fingerprint: Type.String(),
+    effect: EffectSchema,
+    status: StatusSchema,
+    attempt: Type.Integer({ minimum: 0, description: 'fencing number' }),
+    lease: Nullable(LeaseView),
+    request: Nullable(Type.Unknown()),
+    result: Nullable(Type.Unknown()),
+    approval: Nullable(ApprovalView),
+    metadata: Type.Record(Type.String(), Type.Unknown()),
+    resolution: Nullable(ResolutionView),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+    completedAt: Nullable(Timestamp),
+    retainedUntil: Nullable(Timestamp),
+  },
+  { $id: 'Operation' },
+);
+export type Operation = Static<typeof Operation>;
+
+/** Returned only to the acquirer of a lease. */
+export const Lease = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  attempt: Type.Integer({ minimum: 1 }),
+  expiresAt: Timestamp,
+});
+export type Lease = Static<typeof Lease>;
+
+export const BEGIN_OUTCOMES = ['acquired', 'pending_approval', 'replayed'] as const;
+export type BeginOutcome = (typeof BEGIN_OUTCOMES)[number];
+
+export const LEASE_MS = { minimum: 1000, maximum: 3_600_000, default: 30_000 } as const;
+export const APPROVAL_TIMEOUT_MS = { minimum: 1000, maximum: 2_592_000_000, default: 86_400_000 } as const;
+export const RETENTION_MS = { minimum: 3_600_000, maximum: 2_592_000_000, default: 86_400_000 } as const;
+
+/** Byte limits (UTF-8) of the contract, section 4. */
+export const LIMITS = {
+  bodyBytes: 512 * 1024,
+  requestBytes: 64 * 1024,
+  resultBytes: 256 * 1024,
+  metadataBytes: 16 * 1024,
+  noteChars: 4096,
+  ownerChars: 200,
+  jsonDepth: 64,
+} as const;
+
+const LeaseId = Type.String({ format: 'uuid' });
+
+export const BeginBody = Type.Object(
+  {
+    key: Key,
+    request: Type.Optional(Type.Unknown({ description: 'the request JSON; fingerprinted with RFC 8785' })),
+    fingerprint: Type.Optional(Fingerprint),
+    effect: Type.Optional(EffectSchema),
+    leaseMs: Type.Optional(Type.Integer(LEASE_MS)),
+    leaseId: Type.Optional(LeaseId),
+    dispatch: Type.Optional(Type.Boolean({ default: true })),
+    owner: Type.Optional(Type.String({ minLength: 1, maxLength: LIMITS.ownerChars })),
+    requireApproval: Type.Optional(Type.Boolean({ default: false })),
+    approvalTimeoutMs: Type.Optional(Type.Integer(APPROVAL_TIMEOUT_MS)),
+    storeRequest: Type.Optional(Type.Boolean({ default: true })),
+    metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    retentionMs: Type.Optional(Type.Integer(RETENTION_MS)),
+  },
+  { additionalProperties: false },
+);
+export type BeginBody = Static<typeof BeginBody>;
+
+export const BeginResponse = Type.Object({
+  outcome: Type.Enum(BEGIN_OUTCOMES),
+  operation: Operation,
+  lease: Type.Optional(Lease),
+  recovered: Type.Optional(Type.Boolean()),
+});
+export type BeginResponse = Static<typeof BeginResponse>;
+
+export const LeaseBody = Type.Object({ leaseId: LeaseId }, { additionalProperties: false });
+export type LeaseBody = Static<typeof LeaseBody>;
+
+export const HeartbeatBody = Type.Object(
+  { leaseId: LeaseId, leaseMs: Type.Optional(Type.Integer(LEASE_MS)) },
+  { additionalProperties: false },
+);
+export type HeartbeatBody = Static<typeof HeartbeatBody>;
+
+export const CompleteBody = Type.Object(
+  {
+    leaseId: LeaseId,
+    status: Type.Enum(['succeeded', 'failed']),
+    result: Type.Optional(Type.Unknown()),
+  },
+  { additionalProperties: false },
+);
+export type CompleteBody = Static<typeof CompleteBody>;
+
+export const Note = Type.String({ minLength: 1, maxLength: LIMITS.noteChars });
+
+export const ApproveBody = Type.Object(
+  { fingerprint: Type.Optional(Fingerprint), note: Type.Optional(Note) },
+  { additionalProperties: false },
+);
+export type ApproveBody = Static<typeof ApproveBody>;
+
+export const RejectBody = Type.Object(
+  { note: Type.Optional(Note), result: Type.Optional(Type.Unknown()) },
+  { additionalProperties: false },
+);
+export type RejectBody = Static<typeof RejectBody>;
+
+export const ResolveBody = Type.Object(
+  {
+    status: Type.Enum(['succeeded', 'failed', 'ready']),
+    note: Note,
+    result: Type.Optional(Type.Unknown()),
+    expectedAttempt: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false },
+);
+export type ResolveBody = Static<typeof ResolveBody>;
+
+/** Lease-holder and operator calls answer `{ operation, lease? }`. */
+export const OperationResponse = Type.Object({
+  operation: Operation,
+  lease: Type.Optional(Lease),
+});
+export type OperationResponse = Static<typeof OperationResponse>;
+
+export const EVENT_TYPES = [
+  'created',
+  'acquired',
+  'dispatched',
+  'completed',
+  'late_completion',
+  'released',
+  'marked_unknown',
+  'lease_expired',
+  'approved',
+  'rejected',
+  'approval_expired',
+  'resolved',
+  'stale_completion_rejected',
+  'result_mismatch',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+export const OperationEvent = Type.Object({
+  type: Type.Enum(EVENT_TYPES),
+  at: Timestamp,
+  actor: Type.String(),
+  attempt: Type.Integer(),
+  detail: Type.Record(Type.String(), Type.Unknown()),
+});
+export type OperationEvent = Static<typeof OperationEvent>;
+
+export const EventsResponse = Type.Object({ events: Type.Array(OperationEvent) });
+export type EventsResponse = Static<typeof EventsResponse>;
+
+export const ListQuery = Type.Object(
+  {
+    status: Type.Optional(StatusSchema),
+    scope: Type.Optional(Scope),
+    effect: Type.Optional(EffectSchema),
+    createdBefore: Type.Optional(Timestamp),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 100 })),
+    cursor: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { additionalProperties: false },
+);
+export type ListQuery = Static<typeof ListQuery>;
+
+export const ListResponse = Type.Object({
+  items: Type.Array(Operation),
+  nextCursor: Nullable(Type.String()),
+});
+export type ListResponse = Static<typeof ListResponse>;
+
+export const ScopeStats = Type.Object({
+  scope: Type.String(),
+  counts: Type.Record(Type.String(), Type.Integer()),
+  oldestOutcomeUnknownAgeMs: Nullable(Type.Integer()),
+});
+export const StatsResponse = Type.Object({ scopes: Type.Array(ScopeStats) });
+export type StatsResponse = Static<typeof StatsResponse>;

@@ -1,0 +1,97 @@
+/**
+ * The narrow database seam: one `Database` over either engine.
+ *
+ * Every query function takes a `Database` first and runs drizzle `sql`
+ * templates through `rows()`. Both engines speak the same SQL; only the
+ * driver differs (node-postgres with a bounded pool, or PGlite in-process).
+ */
+import type { PGlite } from '@electric-sql/pglite';
+import type { SQL } from 'drizzle-orm';
+import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import pg from 'pg';
+import type { Config } from '../config.js';
+
+export type EngineKind = 'postgres' | 'pglite';
+
+export interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+}
+
+export interface Database {
+  readonly kind: EngineKind;
+  /** Runs one statement and returns its rows. */
+  rows<T>(query: SQL): Promise<T[]>;
+  /** The drizzle handle, for the migrator. */
+  readonly drizzle: ReturnType<typeof drizzlePg> | ReturnType<typeof drizzlePglite>;
+  poolStats(): PoolStats;
+  close(): Promise<void>;
+}
+
+export type DbSettings = Config['db'];
+
+/** A node-postgres pool with every timeout set: none of them has a default. */
+export function createPgPool(url: string, s: DbSettings, onError?: (err: Error) => void): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: s.poolMax,
+    // Also bounds how long a request waits for a free client when the pool is
+    // exhausted: the excess fails fast with 503 instead of queueing forever.
+    connectionTimeoutMillis: s.connectTimeoutMs,
+    idleTimeoutMillis: 30_000,
+    statement_timeout: s.statementTimeoutMs,
+    lock_timeout: s.lockTimeoutMs,
+    idle_in_transaction_session_timeout: s.idleInTransactionTimeoutMs,
+    // Client-side guard for a server that stopped answering (no RST, no FIN).
+    query_timeout: s.statementTimeoutMs + 2000,
+    application_name: 'idem',
+    keepAlive: true,
+  });
+  // An idle client whose server went away emits 'error' on the pool; without a
+  // listener that would crash the process. The pool drops the client itself.
+  pool.on('error', (err) => onError?.(err));
+  return pool;
+}
+
+export function postgresDatabase(url: string, s: DbSettings, onError?: (err: Error) => void): Database {
+  const pool = createPgPool(url, s, onError);
+  const db = drizzlePg({ client: pool });
+  return {
+    kind: 'postgres',
+    drizzle: db,
+    async rows<T>(query: SQL) {
+      const res = await db.execute(query);
+      return res.rows as T[];
+    },
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    close: () => pool.end(),
+  };
+}
+
+/** The embedded engine. PGlite serialises every query: fine for one process, not for load. */
+export async function pgliteDatabase(dataDir: string | undefined): Promise<Database> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const client: PGlite = dataDir ? new PGlite(dataDir) : new PGlite();
+  await client.waitReady;
+  const db = drizzlePglite({ client });
+  return {
+    kind: 'pglite',
+    drizzle: db,
+    async rows<T>(query: SQL) {
+      const res = await db.execute(query);
+      return res.rows as T[];
+    },
+    poolStats: () => ({ total: 1, idle: 1, waiting: 0 }),
+    close: () => client.close(),
+  };
+}
+
+/** Postgres when `DATABASE_URL` is set, else the embedded engine in `IDEM_DATA_DIR`. */
+export async function openDatabase(config: Config, onError?: (err: Error) => void): Promise<Database> {
+  if (config.databaseUrl) return postgresDatabase(config.databaseUrl, config.db, onError);
+  const { mkdir } = await import('node:fs/promises');
+  await mkdir(config.dataDir, { recursive: true });
+  return pgliteDatabase(config.dataDir);
+}

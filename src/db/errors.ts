@@ -1,0 +1,64 @@
+/**
+ * Which database failures mean "unavailable, try again" (503) rather than a
+ * bug (500). SQLSTATEs by class, with the reason for each.
+ */
+
+const UNAVAILABLE_SQLSTATES: Record<string, string> = {
+  '08000': 'connection_exception',
+  '08003': 'connection_does_not_exist',
+  '08006': 'connection_failure',
+  '08001': 'sqlclient_unable_to_establish_sqlconnection',
+  '08004': 'sqlserver_rejected_establishment_of_sqlconnection',
+  '53000': 'insufficient_resources',
+  '53100': 'disk_full',
+  '53200': 'out_of_memory',
+  '53300': 'too_many_connections',
+  '57014': 'query_canceled: statement_timeout fired under load',
+  '57P01': 'admin_shutdown: the server is restarting',
+  '57P02': 'crash_shutdown',
+  '57P03': 'cannot_connect_now: the server is starting up',
+  '55P03': 'lock_not_available: lock_timeout fired',
+  '40001': 'serialization_failure: safe to re-run (CockroachDB, SERIALIZABLE)',
+  '40P01': 'deadlock_detected: one side was rolled back, safe to re-run',
+  '25P03': 'idle_in_transaction_session_timeout',
+};
+
+/** Node-level failures of a connection (the server went away or never answered). */
+const TRANSPORT_ERRNOS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+]);
+
+const TRANSPORT_MESSAGES = [
+  'Connection terminated',
+  'timeout exceeded when trying to connect',
+  'Query read timeout',
+  'Client has encountered a connection error',
+  'Connection ended unexpectedly',
+  'terminating connection',
+  'Client was closed',
+];
+
+/** drizzle wraps driver errors; the driver's error is the `cause`. */
+function* chain(err: unknown): Generator<Record<string, unknown>> {
+  let e: unknown = err;
+  for (let i = 0; i < 5 && e && typeof e === 'object'; i++) {
+    yield e as Record<string, unknown>;
+    e = (e as { cause?: unknown }).cause;
+  }
+}
+
+export function isUnavailable(err: unknown): boolean {
+  for (const e of chain(err)) {
+    const code = typeof e.code === 'string' ? e.code : undefined;
+    if (code && (code in UNAVAILABLE_SQLSTATES || TRANSPORT_ERRNOS.has(code))) return true;
+    const msg = typeof e.message === 'string' ? e.message : '';
+    if (TRANSPORT_MESSAGES.some((m) => msg.includes(m))) return true;
+  }
+  return false;
+}

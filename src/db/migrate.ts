@@ -1,0 +1,51 @@
+/**
+ * Applies the drizzle-kit migrations in `drizzle/`. Runs at start and with
+ * `npm run migrate`. On Postgres, replicas starting together serialise on an
+ * advisory lock held by one dedicated connection (not the hot path).
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'drizzle-orm';
+import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
+import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
+import pg from 'pg';
+import type { Database } from './database.js';
+
+/** The folder sits two levels above this file, in `src/db` and in `dist/db` alike. */
+export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.meta.url));
+
+/** An arbitrary constant: the advisory lock key of "migrations in progress". */
+const MIGRATION_LOCK = 7_220_614_001;
+
+export function expectedMigrations(): number {
+  const journal = JSON.parse(readFileSync(`${MIGRATIONS_FOLDER}/meta/_journal.json`, 'utf8')) as {
+    entries: unknown[];
+  };
+  return journal.entries.length;
+}
+
+export async function migrateDatabase(db: Database, databaseUrl?: string): Promise<void> {
+  if (db.kind === 'pglite') {
+    await migratePglite(db.drizzle as Parameters<typeof migratePglite>[0], {
+      migrationsFolder: MIGRATIONS_FOLDER,
+    });
+    return;
+  }
+  if (!databaseUrl) throw new Error('migrating Postgres needs its URL');
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 10_000 });
+  await client.connect();
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    await migratePg(drizzlePg({ client }), { migrationsFolder: MIGRATIONS_FOLDER });
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
+    await client.end();
+  }
+}
+
+/** Readiness: reachable, and every migration of this build applied. */
+export async function migrationsApplied(db: Database): Promise<boolean> {
+  const rows = await db.rows<{ n: number }>(sql`SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations`);
+  return (rows[0]?.n ?? 0) >= expectedMigrations();
+}

@@ -1,0 +1,128 @@
+/**
+ * buildApp(): the whole HTTP service, never listening (tests use `inject`;
+ * `server.ts` listens). Everything it needs is passed in.
+ */
+
+import { randomUUID } from 'node:crypto';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { Type } from 'typebox';
+import { KeyStore } from '../auth/keys.js';
+import { LIMITS, Problem } from '../contract/index.js';
+import type { Database } from '../db/database.js';
+import { migrationsApplied } from '../db/migrate.js';
+import { IdemError } from '../errors.js';
+import { registerAuth } from './auth.js';
+import { registerJsonBody } from './json-body.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { errorHandler, sendProblem } from './problem.js';
+import { operationRoutes } from './routes/operations.js';
+import { registerValidation } from './validation.js';
+
+export interface AppOptions {
+  db: Database;
+  keys?: KeyStore;
+  logger?: FastifyServerOptions['loggerInstance'] | boolean;
+  /** Exposed for the sweeper and tests. */
+  metrics?: Metrics;
+}
+
+/** Paths of secrets and payloads that must never reach a log line. */
+export const LOG_REDACT = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'leaseId',
+  '*.leaseId',
+  'lease.id',
+  'request',
+  'result',
+  'body',
+];
+
+export const VERSION = '0.1.0';
+
+export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
+  const { db } = opts;
+  const keys = opts.keys ?? new KeyStore();
+  const metrics = opts.metrics ?? createMetrics(db);
+  const loggerOpts =
+    typeof opts.logger === 'object' ? { loggerInstance: opts.logger } : { logger: opts.logger ?? false };
+  const app = Fastify({
+    ...loggerOpts,
+    bodyLimit: LIMITS.bodyBytes,
+    // A 255-character key percent-encodes to at most 255 * 12 characters.
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 4096 },
+    requestIdHeader: 'x-request-id',
+    genReqId: () => randomUUID(),
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  } as FastifyServerOptions) as unknown as FastifyInstance;
+
+  registerValidation(app);
+  registerJsonBody(app);
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(
+      reply,
+      new IdemError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`),
+      request,
+    ),
+  );
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.httpDuration.observe(
+      {
+        method: request.method,
+        route: request.routeOptions.url ?? 'unknown',
+        status: String(reply.statusCode),
+      },
+      reply.elapsedTime / 1000,
+    );
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Idem ledger',
+        version: VERSION,
+        description:
+          'A Postgres ledger that makes retries safe. Errors are RFC 9457 application/problem+json ' +
+          'with `code` and `retryable`. See README.md for the choices made where the contract is silent.',
+      },
+      components: {
+        securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      },
+      security: [{ bearer: [] }],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  registerAuth(app, keys);
+
+  app.get('/healthz', { schema: { tags: ['service'], summary: 'liveness' } }, async () => ({ status: 'ok' }));
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        tags: ['service'],
+        summary: 'readiness: database reachable and migrations applied',
+        response: { 200: Type.Object({ status: Type.String() }), 503: Problem },
+      },
+    },
+    async () => {
+      if (!(await migrationsApplied(db))) throw new IdemError('UNAVAILABLE', 'migrations are not applied');
+      return { status: 'ready' };
+    },
+  );
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+    reply.type(metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  operationRoutes(app, { db, onBegin: (o) => metrics.beginOutcomes.inc({ outcome: o }) });
+  return app;
+}

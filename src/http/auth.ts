@@ -1,0 +1,45 @@
+/**
+ * Authentication (Bearer API keys) and authorization (role, scope). Every
+ * route names what it needs; nothing reads another scope's data unchecked.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { type KeyStore, OPEN_PRINCIPAL, type Principal, type Role, scopeAllowed } from '../auth/keys.js';
+import { IdemError } from '../errors.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal;
+  }
+}
+
+const PUBLIC_PATHS = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json']);
+
+export function registerAuth(app: FastifyInstance, keys: KeyStore): void {
+  app.decorateRequest('principal', null as unknown as Principal);
+  app.addHook('onRequest', async (request) => {
+    const path = request.url.split('?')[0]!;
+    if (PUBLIC_PATHS.has(path) || path === '/docs' || path.startsWith('/docs/')) return;
+    if (keys.open) {
+      request.principal = OPEN_PRINCIPAL;
+      return;
+    }
+    const header = request.headers.authorization;
+    const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    const principal = m ? keys.authenticate(m[1]!) : undefined;
+    if (!principal)
+      throw new IdemError('UNAUTHENTICATED', 'a valid API key is required (Authorization: Bearer <secret>)');
+    request.principal = principal;
+  });
+}
+
+/** Throws 403 unless the caller may use `scope` (and has `role`, if given). */
+export function authorize(request: FastifyRequest, scope: string | undefined, role?: Role): Principal {
+  const p = request.principal;
+  if (role === 'operator' && p.role !== 'operator') {
+    throw new IdemError('SCOPE_FORBIDDEN', 'this endpoint needs an operator key');
+  }
+  if (scope !== undefined && !scopeAllowed(p.scopes, scope)) {
+    throw new IdemError('SCOPE_FORBIDDEN', 'this key may not use this scope');
+  }
+  return p;
+}

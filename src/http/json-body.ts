@@ -1,0 +1,34 @@
+/**
+ * The only body parser: strict JSON. Invalid UTF-8 is refused (Node would
+ * otherwise substitute U+FFFD and change what gets fingerprinted), and
+ * `__proto__` / `constructor.prototype` keys are refused (prototype poisoning).
+ */
+import type { FastifyInstance } from 'fastify';
+import sjson from 'secure-json-parse';
+import { IdemError } from '../errors.js';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+export function registerJsonBody(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    /^application\/([a-z0-9.+-]+\+)?json$/i,
+    { parseAs: 'buffer' },
+    (_req, body, done) => {
+      let text: string;
+      try {
+        text = utf8.decode(body as Buffer);
+      } catch {
+        return done(new IdemError('INVALID_ARGUMENT', 'the body is not valid UTF-8'), undefined);
+      }
+      if (text.trim() === '') return done(new IdemError('INVALID_ARGUMENT', 'the body is empty'), undefined);
+      try {
+        done(null, sjson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }));
+      } catch (err) {
+        const msg =
+          err instanceof SyntaxError ? `malformed JSON: ${err.message}` : 'forbidden key in JSON body';
+        done(new IdemError('INVALID_ARGUMENT', msg), undefined);
+      }
+    },
+  );
+}

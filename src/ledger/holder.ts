@@ -1,0 +1,97 @@
+/**
+ * Lease-holder calls: dispatch, heartbeat, complete, release, unknown.
+ * Each runs one guarded statement (`sql/lease-holder.ts`); when the guard
+ * fails, the row it returns says why.
+ */
+import { LEASE_MS, LIMITS, type OperationResponse } from '../contract/index.js';
+import type { Database } from '../db/database.js';
+import { IdemError } from '../errors.js';
+import { leaseOf } from './begin.js';
+import { canonicalJson } from './json-value.js';
+import * as sqlHolder from './sql/lease-holder.js';
+import type { TransitionResult } from './sql/transition.js';
+import { type OperationRow, toOperation } from './sql/view.js';
+
+export interface HolderTarget {
+  scope: string;
+  key: string;
+  leaseId: string;
+  actor: string;
+}
+
+function found(r: TransitionResult | undefined): TransitionResult {
+  if (!r) throw new IdemError('NOT_FOUND', 'no such operation');
+  return r;
+}
+
+const TERMINAL = new Set(['succeeded', 'failed', 'rejected']);
+
+function leaseLost(row: OperationRow): IdemError {
+  return new IdemError('LEASE_LOST', 'this lease is no longer current (expired or superseded)', {
+    operation: toOperation(row),
+  });
+}
+
+function answer(row: OperationRow, withLease: boolean): OperationResponse {
+  const res: OperationResponse = { operation: toOperation(row) };
+  if (withLease && row.leaseId && row.leaseExpiresAt) res.lease = leaseOf(row);
+  return res;
+}
+
+/** Marks the side effect as started. Repeating it on a live lease is harmless. */
+export async function dispatch(db: Database, t: HolderTarget): Promise<OperationResponse> {
+  const r = found(await sqlHolder.dispatch(db, t));
+  if (!r.changed && !r.probe) throw leaseLost(r.row);
+  return answer(r.row, true);
+}
+
+export async function heartbeat(
+  db: Database,
+  t: HolderTarget & { leaseMs?: number },
+): Promise<OperationResponse> {
+  const r = found(await sqlHolder.heartbeat(db, { ...t, leaseMs: t.leaseMs ?? LEASE_MS.default }));
+  if (!r.changed) throw leaseLost(r.row);
+  return answer(r.row, true);
+}
+
+export async function complete(
+  db: Database,
+  t: HolderTarget & { status: 'succeeded' | 'failed'; result: unknown },
+): Promise<OperationResponse> {
+  const result = t.result === undefined ? null : canonicalJson(t.result, 'result', LIMITS.resultBytes);
+  const r = found(await sqlHolder.complete(db, { ...t, result }));
+  if (r.changed) return answer(r.row, false);
+  if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
+  if (r.row.status === 'succeeded' || r.row.status === 'failed') {
+    if (r.probe) return answer(r.row, false); // the same outcome again: nothing to do
+    throw new IdemError('RESULT_MISMATCH', `the operation already ${r.row.status} with another result`, {
+      operation: toOperation(r.row),
+    });
+  }
+  throw new IdemError('INVALID_STATE', `cannot complete an operation that is ${r.row.status}`, {
+    operation: toOperation(r.row),
+  });
+}
+
+/** The effect did not happen: back to `ready`. Repeating it is harmless. */
+export async function release(db: Database, t: HolderTarget): Promise<OperationResponse> {
+  const r = found(await sqlHolder.release(db, t));
+  if (r.changed) return answer(r.row, false);
+  if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
+  if (r.row.status === 'ready') return answer(r.row, false);
+  throw new IdemError('INVALID_STATE', `cannot release an operation that is ${r.row.status}`, {
+    operation: toOperation(r.row),
+  });
+}
+
+/** The holder cannot tell whether the effect happened. Repeating it is harmless. */
+export async function unknown(db: Database, t: HolderTarget): Promise<OperationResponse> {
+  const r = found(await sqlHolder.markUnknown(db, t));
+  if (r.changed) return answer(r.row, false);
+  if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
+  if (r.row.status === 'outcome_unknown') return answer(r.row, false);
+  const code = TERMINAL.has(r.row.status) || r.row.status === 'ready' ? 'INVALID_STATE' : 'LEASE_LOST';
+  throw new IdemError(code, `cannot mark an operation that is ${r.row.status} as unknown`, {
+    operation: toOperation(r.row),
+  });
+}

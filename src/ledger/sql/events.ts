@@ -1,0 +1,51 @@
+/**
+ * The audit log. Every event row is written by the same statement as the
+ * state change it records (a data-modifying CTE), never by a trigger.
+ */
+import { type SQL, sql } from 'drizzle-orm';
+import type { OperationEvent } from '../../contract/index.js';
+import type { Database } from '../../db/database.js';
+
+/**
+ * `INSERT INTO idem_events ... SELECT ... FROM <source>`: one event per row of
+ * `source`, a CTE shaped like `idem_operations`. `type` and `detail` are SQL
+ * over that row's columns.
+ */
+export function insertEventsFrom(
+  source: SQL,
+  type: SQL,
+  actor: string,
+  detail: SQL,
+  where: SQL = sql`true`,
+): SQL {
+  return sql`INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
+    SELECT scope, gen_random_uuid(), id, key, version, ${type}, clock_timestamp(), ${actor}, attempt, ${detail}
+    FROM ${source} WHERE ${where}`;
+}
+
+interface EventRow {
+  type: OperationEvent['type'];
+  at: number;
+  actor: string;
+  attempt: number;
+  detail: Record<string, unknown>;
+}
+
+/** Oldest first. `version` orders one operation's events even when their clocks tie. */
+export async function listEvents(
+  db: Database,
+  scope: string,
+  operationId: string,
+): Promise<OperationEvent[]> {
+  const rows = await db.rows<EventRow>(sql`
+    SELECT type, (extract(epoch FROM at) * 1000)::float8 AS at, actor, attempt, detail FROM idem_events
+    WHERE scope = ${scope} AND operation_id = ${operationId}
+    ORDER BY version, at`);
+  return rows.map((r) => ({
+    type: r.type,
+    at: new Date(r.at).toISOString(),
+    actor: r.actor,
+    attempt: r.attempt,
+    detail: r.detail ?? {},
+  }));
+}

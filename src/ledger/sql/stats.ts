@@ -1,0 +1,31 @@
+/** Per-scope counts of open operations, for `GET /v1/stats` and the metrics gauges. */
+import { sql } from 'drizzle-orm';
+import type { Database } from '../../db/database.js';
+import { LAPSED } from './view.js';
+
+export interface ScopeStatRow {
+  scope: string;
+  status: string;
+  n: number;
+  oldestMs: number | null;
+}
+
+const OPEN = sql`status IN ('pending_approval', 'ready', 'in_progress', 'outcome_unknown')`;
+
+export async function openCounts(db: Database, scopes?: (scope: string) => boolean): Promise<ScopeStatRow[]> {
+  const rows = await db.rows<ScopeStatRow>(sql`
+    SELECT scope, status, count(*)::int AS n,
+      (extract(epoch FROM now() - min(updated_at)) * 1000)::float8 AS "oldestMs"
+    FROM (SELECT scope, ${sql.raw(LAPSED.status)} AS status, ${sql.raw(LAPSED.updatedAt)} AS updated_at
+          FROM idem_operations WHERE ${OPEN}) open_ops
+    GROUP BY scope, status ORDER BY scope, status`);
+  return scopes ? rows.filter((r) => scopes(r.scope)) : rows;
+}
+
+/** For the `idem_outcome_unknown_*` gauges. */
+export function scopeGaugeSource(db: Database) {
+  return async () =>
+    (await openCounts(db))
+      .filter((r) => r.status === 'outcome_unknown')
+      .map((r) => ({ scope: r.scope, unknown: r.n, oldestAgeS: (r.oldestMs ?? 0) / 1000 }));
+}
