@@ -1,0 +1,75 @@
+/**
+ * One isolated database per test file: on Postgres a clone of the migrated
+ * template (CREATE DATABASE ... TEMPLATE), on the embedded engine a fresh
+ * in-memory PGlite with the migrations applied.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { loadConfig } from '../../src/config.js';
+import { type Database, pgliteDatabase, postgresDatabase } from '../../src/db/database.js';
+import { migrateDatabase } from '../../src/db/migrate.js';
+import { currentEngine } from './engine.js';
+import { templateName, withDatabase } from './global-setup.js';
+
+export interface TestDatabase {
+  db: Database;
+  /** Postgres only: the URL, for more pools (replicas) on the same database. */
+  url?: string;
+  /** Another pool on the same database (a second service replica). */
+  openAnother(settings?: Partial<ReturnType<typeof loadConfig>['db']>): Database;
+  drop(): Promise<void>;
+}
+
+async function withAdmin<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const engine = currentEngine();
+  const settings = loadConfig({}).db;
+  if (engine.kind === 'pglite') {
+    const db = await pgliteDatabase(undefined);
+    await migrateDatabase(db);
+    return {
+      db,
+      openAnother: () => {
+        throw new Error('the embedded engine is one process: no second replica');
+      },
+      drop: () => db.close(),
+    };
+  }
+  const name = `idem_t_${randomBytes(6).toString('hex')}`;
+  for (let i = 0; ; i++) {
+    try {
+      await withAdmin(engine.url, (c) => c.query(`CREATE DATABASE "${name}" TEMPLATE "${templateName()}"`));
+      break;
+    } catch (err) {
+      // 55006: the template is being copied by a parallel test file right now.
+      if ((err as { code?: string }).code !== '55006' || i > 50) throw err;
+      await new Promise((r) => setTimeout(r, 50 + Math.random() * 100));
+    }
+  }
+  const url = withDatabase(engine.url, name);
+  const pools: Database[] = [];
+  const open = (s: Partial<typeof settings> = {}) => {
+    const d = postgresDatabase(url, { ...settings, ...s });
+    pools.push(d);
+    return d;
+  };
+  const db = open();
+  return {
+    db,
+    url,
+    openAnother: open,
+    drop: async () => {
+      await Promise.all(pools.map((p) => p.close().catch(() => {})));
+      await withAdmin(engine.url, (c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
+    },
+  };
+}
