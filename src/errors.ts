@@ -16,6 +16,7 @@ const TITLES: Record<ErrorCode, string> = {
   LEASE_LOST: 'Lease lost',
   RESULT_MISMATCH: 'Result mismatch',
   INVALID_STATE: 'Invalid state',
+  FINGERPRINT_MISMATCH: 'Fingerprint mismatch',
   PAYLOAD_TOO_LARGE: 'Payload too large',
   UNSUPPORTED_MEDIA_TYPE: 'Unsupported media type',
   KEY_REUSED: 'Key reused',

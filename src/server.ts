@@ -45,7 +45,7 @@ export async function serve(config: Config): Promise<void> {
   }
 
   const metrics = createMetrics(db, scopeGaugeSource(db));
-  const app = await buildApp({ db, keys, logger: log, metrics });
+  const app = await buildApp({ db, keys, logger: log, metrics, rateLimit: config.rateLimit });
   const sweeper = new Sweeper(db, config.sweep, log.child({ component: 'sweeper' }), metrics);
 
   process.on('SIGHUP', () => {

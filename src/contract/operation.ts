@@ -208,6 +208,8 @@ export const EVENT_TYPES = [
   'resolved',
   'stale_completion_rejected',
   'result_mismatch',
+  'approval_refused',
+  'resolution_refused',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

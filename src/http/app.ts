@@ -17,7 +17,9 @@ import { registerAuth } from './auth.js';
 import { registerJsonBody } from './json-body.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { errorHandler, sendProblem } from './problem.js';
+import { registerRateLimit } from './rate-limit.js';
 import { operationRoutes } from './routes/operations.js';
+import { operatorRoutes } from './routes/operator.js';
 import { registerValidation } from './validation.js';
 
 export interface AppOptions {
@@ -26,6 +28,7 @@ export interface AppOptions {
   logger?: FastifyServerOptions['loggerInstance'] | boolean;
   /** Exposed for the sweeper and tests. */
   metrics?: Metrics;
+  rateLimit?: { perSecond: number; burst: number };
 }
 
 /** Paths of secrets and payloads that must never reach a log line. */
@@ -101,6 +104,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   registerAuth(app, keys);
+  if (opts.rateLimit) registerRateLimit(app, opts.rateLimit.perSecond, opts.rateLimit.burst);
 
   app.get('/healthz', { schema: { tags: ['service'], summary: 'liveness' } }, async () => ({ status: 'ok' }));
   app.get(
@@ -124,5 +128,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   operationRoutes(app, { db, onBegin: (o) => metrics.beginOutcomes.inc({ outcome: o }) });
+  operatorRoutes(app, db);
   return app;
 }

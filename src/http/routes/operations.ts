@@ -10,11 +10,8 @@ import {
   CompleteBody,
   EventsResponse,
   HeartbeatBody,
-  Key,
   LeaseBody,
   OperationResponse,
-  Problem,
-  Scope,
 } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
 import { IdemError } from '../../errors.js';
@@ -24,13 +21,10 @@ import { listEvents } from '../../ledger/sql/events.js';
 import { readById, readByKey } from '../../ledger/sql/read.js';
 import { toOperation } from '../../ledger/sql/view.js';
 import { authorize } from '../auth.js';
+import { KeyParams, problems, ScopeParams } from './common.js';
 
-const ScopeParams = Type.Object({ scope: Scope });
-const KeyParams = Type.Object({ scope: Scope, key: Key });
 const IdParams = Type.Object({ id: Type.String({ format: 'uuid' }) });
-type KeyParams = Static<typeof KeyParams>;
 
-const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, Problem]));
 const tags = ['operations'];
 
 export interface RouteDeps {

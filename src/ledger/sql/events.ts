@@ -17,11 +17,16 @@ export function insertEventsFrom(
   actor: string,
   detail: SQL,
   where: SQL = sql`true`,
+  at: SQL = sql`clock_timestamp()`,
 ): SQL {
   return sql`INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-    SELECT scope, gen_random_uuid(), id, key, version, ${type}, clock_timestamp(), ${actor}, attempt, ${detail}
+    SELECT scope, gen_random_uuid(), id, key, version, ${type}, ${at}, ${actor}, attempt, ${detail}
     FROM ${source} WHERE ${where}`;
 }
+
+/** The event of a lapse; it is dated when it happened (lease expiry, deadline), not when written. */
+export const LAPSE_EVENT_TYPE = (status: SQL) =>
+  sql`CASE ${status} WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END`;
 
 interface EventRow {
   type: OperationEvent['type'];

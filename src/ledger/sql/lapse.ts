@@ -7,7 +7,7 @@
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
-import { insertEventsFrom } from './events.js';
+import { insertEventsFrom, LAPSE_EVENT_TYPE } from './events.js';
 import { ANY_LAPSE, LAPSED, type OperationRow, VIEW } from './view.js';
 
 const SET_LAPSED = sql.raw(`
@@ -29,9 +29,11 @@ function lapseStatement(where: SQL, actor: string): SQL {
     ), ev AS (
       ${insertEventsFrom(
         sql`lapsed`,
-        sql`CASE status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END`,
+        LAPSE_EVENT_TYPE(sql`status`),
         actor,
-        sql`jsonb_build_object('status', status, 'lapsedAt', updated_at)`,
+        sql`jsonb_build_object('status', status)`,
+        sql`true`,
+        sql`updated_at`,
       )}
     )
     SELECT ${VIEW} FROM lapsed`;

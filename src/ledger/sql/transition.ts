@@ -8,12 +8,16 @@
  *          with its effective status (rule A) and whether its lease is live
  *   upd  = UPDATE ... FROM cur WHERE <guard over cur> RETURNING the new row
  *   ev   = the event of upd, or the refusal event when upd is empty
+ *   lapse_ev = when upd changed a row whose lapse (rule A, approval deadline)
+ *          was only read so far, the lapse's own event first (actor
+ *          `system`), so the log tells every transition even when the
+ *          sweeper never saw it
  *
  * Guards and SET lists refer to the old row as `cur.<column>`.
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
-import { insertEventsFrom } from './events.js';
+import { insertEventsFrom, LAPSE_EVENT_TYPE } from './events.js';
 import { LAPSED, type OperationRow, VIEW } from './view.js';
 
 export interface TransitionSpec {
@@ -60,6 +64,15 @@ export async function transition(db: Database, t: TransitionSpec): Promise<Trans
       FROM cur
       WHERE o.scope = cur.scope AND o.key = cur.key AND (${t.guard})
       RETURNING o.*, cur.eff_status AS prev_status
+    ), lapse_ev AS (
+      ${insertEventsFrom(
+        sql`cur`,
+        LAPSE_EVENT_TYPE(sql`eff_status`),
+        'system',
+        sql`jsonb_build_object('status', eff_status)`,
+        sql`eff_status <> status AND EXISTS (SELECT 1 FROM upd)`,
+        sql.raw(LAPSED.updatedAt),
+      )}
     )${event}${refusal}
     SELECT true AS changed, prev_status AS "prevStatus", NULL::boolean AS probe, ${VIEW} FROM upd
     UNION ALL

@@ -1,0 +1,131 @@
+/**
+ * Operator endpoints (approve, reject, resolve, stats) and the listing.
+ * Approve, reject and resolve need an operator key: an agent must never
+ * approve its own calls.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Static } from 'typebox';
+import { scopeAllowed } from '../../auth/keys.js';
+import {
+  ApproveBody,
+  ListQuery,
+  ListResponse,
+  OperationResponse,
+  RejectBody,
+  ResolveBody,
+  StatsResponse,
+} from '../../contract/index.js';
+import type { Database } from '../../db/database.js';
+import { invalid } from '../../errors.js';
+import * as operator from '../../ledger/operator.js';
+import { listOperations } from '../../ledger/sql/list.js';
+import { openCounts } from '../../ledger/sql/stats.js';
+import { toOperation } from '../../ledger/sql/view.js';
+import { authorize } from '../auth.js';
+import { KeyParams, problems } from './common.js';
+
+function encodeCursor(createdUs: string, id: string): string {
+  return Buffer.from(`${createdUs}.${id}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { createdUs: string; id: string } {
+  const m = /^(\d{1,20})\.([0-9a-f-]{36})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!m) throw invalid('cursor', 'not a cursor this service issued');
+  return { createdUs: m[1]!, id: m[2]! };
+}
+
+export function operatorRoutes(app: FastifyInstance, db: Database): void {
+  const route = <B>(
+    name: string,
+    summary: string,
+    body: typeof ApproveBody | typeof RejectBody | typeof ResolveBody,
+    run: (t: operator.OperatorTarget, b: B) => Promise<unknown>,
+  ) =>
+    app.post<{ Params: KeyParams; Body: B }>(
+      `/v1/scopes/:scope/operations/:key/${name}`,
+      {
+        schema: {
+          summary,
+          tags: ['operator'],
+          params: KeyParams,
+          body,
+          response: { 200: OperationResponse, ...problems(400, 401, 403, 404, 409, 413, 503) },
+        },
+      },
+      async (request) => {
+        const p = authorize(request, request.params.scope, 'operator');
+        return run(
+          { scope: request.params.scope, key: request.params.key, actor: p.name },
+          request.body as B,
+        );
+      },
+    );
+
+  route<ApproveBody>('approve', 'pending_approval to ready (operator)', ApproveBody, (t, b) =>
+    operator.approve(db, { ...t, ...b }),
+  );
+  route<RejectBody>('reject', 'pending_approval to rejected (operator)', RejectBody, (t, b) =>
+    operator.reject(db, { ...t, ...b }),
+  );
+  route<ResolveBody>(
+    'resolve',
+    'outcome_unknown (or an expired in_progress) to succeeded, failed or ready (operator)',
+    ResolveBody,
+    (t, b) => operator.resolve(db, { ...t, ...b }),
+  );
+
+  app.get<{ Querystring: ListQuery }>(
+    '/v1/operations',
+    {
+      schema: {
+        summary: "list operations in the caller's scopes, oldest first, keyset-paginated",
+        tags: ['operations'],
+        querystring: ListQuery,
+        response: { 200: ListResponse, ...problems(400, 401, 403, 503) },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      if (q.scope !== undefined) authorize(request, q.scope);
+      const limit = q.limit ?? 100;
+      const rows = await listOperations(db, {
+        patterns: request.principal.scopes,
+        scope: q.scope,
+        status: q.status,
+        effect: q.effect,
+        createdBeforeMs: q.createdBefore === undefined ? undefined : Date.parse(q.createdBefore),
+        after: q.cursor === undefined ? undefined : decodeCursor(q.cursor),
+        limit: limit + 1,
+      });
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return {
+        items: page.map(toOperation),
+        nextCursor: rows.length > limit && last ? encodeCursor(last.cursorUs, last.id) : null,
+      };
+    },
+  );
+
+  app.get(
+    '/v1/stats',
+    {
+      schema: {
+        summary: 'per scope: counts of open operations, age of the oldest outcome_unknown (operator)',
+        tags: ['operator'],
+        response: { 200: StatsResponse, ...problems(401, 403, 503) },
+      },
+    },
+    async (request) => {
+      const p = authorize(request, undefined, 'operator');
+      const rows = await openCounts(db, (s) => scopeAllowed(p.scopes, s));
+      const byScope = new Map<string, Static<typeof StatsResponse>['scopes'][number]>();
+      for (const r of rows) {
+        const s = byScope.get(r.scope) ?? { scope: r.scope, counts: {}, oldestOutcomeUnknownAgeMs: null };
+        s.counts[r.status] = r.n;
+        if (r.status === 'outcome_unknown') s.oldestOutcomeUnknownAgeMs = Math.round(r.oldestMs ?? 0);
+        byScope.set(r.scope, s);
+      }
+      return { scopes: [...byScope.values()] };
+    },
+  );
+}

@@ -1,0 +1,88 @@
+/**
+ * Operator calls: approve, reject, resolve. One guarded statement each
+ * (`sql/operator.ts`); when the guard fails, the row says why.
+ */
+import { LIMITS, type OperationResponse } from '../contract/index.js';
+import type { Database } from '../db/database.js';
+import { IdemError } from '../errors.js';
+import { canonicalJson } from './json-value.js';
+import * as sqlOperator from './sql/operator.js';
+import type { TransitionResult } from './sql/transition.js';
+import { toOperation } from './sql/view.js';
+
+export interface OperatorTarget {
+  scope: string;
+  key: string;
+  actor: string;
+}
+
+function found(r: TransitionResult | undefined): TransitionResult {
+  if (!r) throw new IdemError('NOT_FOUND', 'no such operation');
+  return r;
+}
+
+const invalidState = (r: TransitionResult, what: string) =>
+  new IdemError('INVALID_STATE', `cannot ${what} an operation that is ${r.row.status}`, {
+    operation: toOperation(r.row),
+  });
+
+const jsonOrNull = (v: unknown, field: string, max: number) =>
+  v === undefined ? null : canonicalJson(v, field, max);
+
+export async function approve(
+  db: Database,
+  t: OperatorTarget & { fingerprint?: string; note?: string },
+): Promise<OperationResponse> {
+  const r = found(
+    await sqlOperator.approve(db, { ...t, fingerprint: t.fingerprint ?? null, note: t.note ?? null }),
+  );
+  if (r.changed) return { operation: toOperation(r.row) };
+  if (r.row.status === 'pending_approval') {
+    throw new IdemError(
+      'FINGERPRINT_MISMATCH',
+      'the request you approved is not the one pending under this key',
+      {
+        operation: toOperation(r.row),
+      },
+    );
+  }
+  // Approving twice is harmless; approving what was rejected or ran out is not.
+  if (r.probe && (t.fingerprint === undefined || t.fingerprint === r.row.fingerprint)) {
+    return { operation: toOperation(r.row) };
+  }
+  throw invalidState(r, 'approve');
+}
+
+export async function reject(
+  db: Database,
+  t: OperatorTarget & { note?: string; result?: unknown },
+): Promise<OperationResponse> {
+  const result = jsonOrNull(t.result, 'result', LIMITS.resultBytes);
+  const r = found(await sqlOperator.reject(db, { ...t, note: t.note ?? null, result }));
+  if (r.changed || r.probe) return { operation: toOperation(r.row) };
+  throw invalidState(r, 'reject');
+}
+
+export async function resolve(
+  db: Database,
+  t: OperatorTarget & {
+    status: 'succeeded' | 'failed' | 'ready';
+    note: string;
+    result?: unknown;
+    expectedAttempt?: number;
+  },
+): Promise<OperationResponse> {
+  const result = jsonOrNull(t.result, 'result', LIMITS.resultBytes);
+  const r = found(
+    await sqlOperator.resolve(db, { ...t, result, expectedAttempt: t.expectedAttempt ?? null }),
+  );
+  if (r.changed) return { operation: toOperation(r.row) };
+  if (t.expectedAttempt !== undefined && r.row.attempt !== t.expectedAttempt) {
+    throw new IdemError(
+      'INVALID_STATE',
+      `expectedAttempt is ${t.expectedAttempt} but the operation is at attempt ${r.row.attempt}`,
+      { operation: toOperation(r.row) },
+    );
+  }
+  throw invalidState(r, 'resolve');
+}

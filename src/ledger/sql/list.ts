@@ -1,0 +1,51 @@
+/**
+ * Keyset-paginated listing, oldest first, over the caller's scopes.
+ * The cursor is the last row's `(created_at, id)`, created_at in exact
+ * microseconds, so no row is skipped or repeated between pages.
+ */
+import { type SQL, sql } from 'drizzle-orm';
+import type { Database } from '../../db/database.js';
+import { LAPSED, type OperationRow, VIEW } from './view.js';
+
+export interface ListFilter {
+  /** Scope patterns of the caller (`orders`, `agent-*`, `*`). */
+  patterns: readonly string[];
+  scope?: string;
+  status?: string;
+  effect?: string;
+  createdBeforeMs?: number;
+  after?: { createdUs: string; id: string };
+  limit: number;
+}
+
+const likeEscape = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+function scopeFilter(patterns: readonly string[]): SQL {
+  if (patterns.includes('*')) return sql`true`;
+  const exact = patterns.filter((p) => !p.endsWith('*'));
+  const prefixes = patterns.filter((p) => p.endsWith('*')).map((p) => `${likeEscape(p.slice(0, -1))}%`);
+  return sql`(scope = ANY(${exact}::text[]) OR scope LIKE ANY(${prefixes}::text[]))`;
+}
+
+export type ListRow = OperationRow & { cursorUs: string };
+
+export async function listOperations(db: Database, f: ListFilter): Promise<ListRow[]> {
+  const where: SQL[] = [scopeFilter(f.patterns)];
+  if (f.scope !== undefined) where.push(sql`scope = ${f.scope}`);
+  if (f.status !== undefined) where.push(sql`${sql.raw(LAPSED.status)} = ${f.status}`);
+  if (f.effect !== undefined) where.push(sql`effect = ${f.effect}`);
+  if (f.createdBeforeMs !== undefined) {
+    where.push(
+      sql`created_at < timestamptz 'epoch' + ${f.createdBeforeMs}::float8 * interval '1 millisecond'`,
+    );
+  }
+  if (f.after) {
+    where.push(
+      sql`(created_at, id) > (timestamptz 'epoch' + ${f.after.createdUs}::bigint * interval '1 microsecond', ${f.after.id}::uuid)`,
+    );
+  }
+  return db.rows<ListRow>(sql`
+    SELECT ${VIEW}, ((extract(epoch FROM created_at) * 1000000)::bigint)::text AS "cursorUs"
+    FROM idem_operations WHERE ${sql.join(where, sql` AND `)}
+    ORDER BY created_at, id LIMIT ${f.limit}`);
+}
