@@ -45,6 +45,9 @@ export const LOG_REDACT = [
 
 export const VERSION = '0.1.0';
 
+const TRANSITION_ROUTE =
+  /\/operations\/:key\/(dispatch|heartbeat|complete|release|unknown|approve|reject|resolve)$/;
+
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { db } = opts;
   const keys = opts.keys ?? new KeyStore();
@@ -76,14 +79,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id);
   });
   app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unknown';
     metrics.httpDuration.observe(
-      {
-        method: request.method,
-        route: request.routeOptions.url ?? 'unknown',
-        status: String(reply.statusCode),
-      },
+      { method: request.method, route, status: String(reply.statusCode) },
       reply.elapsedTime / 1000,
     );
+    const call = TRANSITION_ROUTE.exec(route)?.[1];
+    if (call && reply.statusCode === 200) metrics.transitions.inc({ call });
   });
 
   await app.register(swagger, {

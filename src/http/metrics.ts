@@ -9,6 +9,7 @@ export interface Metrics {
   registry: Registry;
   beginOutcomes: Counter<'outcome'>;
   httpDuration: Histogram<'method' | 'route' | 'status'>;
+  transitions: Counter<'call'>;
   sweeperRuns: Counter<'result'>;
   sweeperRows: Counter<'kind'>;
 }
@@ -29,6 +30,12 @@ export function createMetrics(
     help: 'HTTP request latency',
     labelNames: ['method', 'route', 'status'] as const,
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+  const transitions = new Counter({
+    name: 'idem_transitions_total',
+    help: 'successful lease-holder and operator calls, by call',
+    labelNames: ['call'] as const,
     registers: [registry],
   });
   const sweeperRuns = new Counter({
@@ -57,27 +64,27 @@ export function createMetrics(
     },
   });
   if (scopeGauges) {
-    const unknown = new Gauge({
-      name: 'idem_outcome_unknown_operations',
-      help: 'operations in outcome_unknown, per scope',
-      labelNames: ['scope'] as const,
-      registers: [registry],
-    });
+    // Registered after the gauge whose collect() fills both: scrapes run collect in order.
     const oldest = new Gauge({
       name: 'idem_outcome_unknown_oldest_age_seconds',
       help: 'age of the oldest outcome_unknown operation, per scope',
       labelNames: ['scope'] as const,
+    });
+    new Gauge({
+      name: 'idem_outcome_unknown_operations',
+      help: 'operations in outcome_unknown, per scope',
+      labelNames: ['scope'] as const,
       registers: [registry],
       async collect() {
-        unknown.reset();
         this.reset();
+        oldest.reset();
         for (const s of await scopeGauges()) {
-          unknown.set({ scope: s.scope }, s.unknown);
-          this.set({ scope: s.scope }, s.oldestAgeS);
+          this.set({ scope: s.scope }, s.unknown);
+          oldest.set({ scope: s.scope }, s.oldestAgeS);
         }
       },
     });
-    void oldest;
+    registry.registerMetric(oldest);
   }
-  return { registry, beginOutcomes, httpDuration, sweeperRuns, sweeperRows };
+  return { registry, beginOutcomes, httpDuration, transitions, sweeperRuns, sweeperRows };
 }

@@ -17,7 +17,7 @@ export function insertEventsFrom(
   actor: string,
   detail: SQL,
   where: SQL = sql`true`,
-  at: SQL = sql`clock_timestamp()`,
+  at: SQL = sql`now()`,
 ): SQL {
   return sql`INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
     SELECT scope, gen_random_uuid(), id, key, version, ${type}, ${at}, ${actor}, attempt, ${detail}
@@ -36,7 +36,10 @@ interface EventRow {
   detail: Record<string, unknown>;
 }
 
-/** Oldest first. `version` orders one operation's events even when their clocks tie. */
+/**
+ * Oldest first. `version` orders one operation's events: `at` is the
+ * writing transaction's start, which can tie or, under lock waits, run behind.
+ */
 export async function listEvents(
   db: Database,
   scope: string,
