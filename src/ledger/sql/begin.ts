@@ -20,7 +20,7 @@
  * The read arm uses the statement's snapshot; when a concurrent insert is not
  * yet visible it finds nothing and the caller runs the statement again.
  */
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { Effect } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
 import { insertEventsFrom } from './events.js';
@@ -48,9 +48,10 @@ export interface BeginInput {
 
 export type BeginRow = OperationRow & { via: 'written' | 'read' };
 
-export async function insertOrAcquire(db: Database, i: BeginInput): Promise<BeginRow | undefined> {
+/** The statement itself (exported for the benchmark's pgbench scripts). */
+export function beginStatement(i: BeginInput): SQL {
   const approval = i.requireApproval;
-  const rows = await db.rows<BeginRow>(sql`
+  return sql`
     WITH written AS (
       INSERT INTO idem_operations AS o (
         scope, key, id, fingerprint, effect, status, attempt, version,
@@ -94,6 +95,10 @@ export async function insertOrAcquire(db: Database, i: BeginInput): Promise<Begi
     SELECT 'written' AS via, ${VIEW} FROM written
     UNION ALL
     SELECT 'read' AS via, ${VIEW} FROM idem_operations
-    WHERE scope = ${i.scope} AND key = ${i.key} AND NOT EXISTS (SELECT 1 FROM written)`);
+    WHERE scope = ${i.scope} AND key = ${i.key} AND NOT EXISTS (SELECT 1 FROM written)`;
+}
+
+export async function insertOrAcquire(db: Database, i: BeginInput): Promise<BeginRow | undefined> {
+  const rows = await db.rows<BeginRow>(beginStatement(i));
   return rows[0];
 }

@@ -12,7 +12,7 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
-import { type TransitionResult, transition } from './transition.js';
+import { type TransitionResult, type TransitionSpec, transition } from './transition.js';
 
 export interface HolderCall {
   scope: string;
@@ -50,12 +50,16 @@ export function heartbeat(
   });
 }
 
-export function complete(
-  db: Database,
-  c: HolderCall & { status: 'succeeded' | 'failed'; result: string | null },
-): Promise<TransitionResult | undefined> {
+export type CompleteCall = HolderCall & { status: 'succeeded' | 'failed'; result: string | null };
+
+export function complete(db: Database, c: CompleteCall): Promise<TransitionResult | undefined> {
+  return transition(db, completeSpec(c));
+}
+
+/** Exported for the benchmark's pgbench scripts. */
+export function completeSpec(c: CompleteCall): TransitionSpec {
   const same = sql`(cur.status = ${c.status} AND cur.result IS NOT DISTINCT FROM ${c.result}::jsonb)`;
-  return transition(db, {
+  return {
     ...c,
     guard: sql`cur.lease_id = ${c.leaseId}::uuid
       AND cur.eff_status IN ('in_progress', 'outcome_unknown', 'ready')`,
@@ -73,7 +77,7 @@ export function complete(
       detail: sql`jsonb_build_object('status', ${c.status}::text, 'currentStatus', cur.eff_status)`,
     },
     probe: same,
-  });
+  };
 }
 
 export function release(db: Database, c: HolderCall): Promise<TransitionResult | undefined> {

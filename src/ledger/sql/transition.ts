@@ -42,7 +42,14 @@ export interface TransitionResult {
   probe: boolean | null;
 }
 
-export async function transition(db: Database, t: TransitionSpec): Promise<TransitionResult | undefined> {
+export type TransitionRow = OperationRow & {
+  changed: boolean;
+  prevStatus: OperationRow['status'];
+  probe: boolean | null;
+};
+
+/** The statement itself (exported for the benchmark's pgbench scripts). */
+export function transitionStatement(t: TransitionSpec): SQL {
   const probe = t.probe ?? sql`NULL::boolean`;
   const refusal = t.refusal
     ? sql`, refused AS (
@@ -52,9 +59,7 @@ export async function transition(db: Database, t: TransitionSpec): Promise<Trans
   const event = t.event
     ? sql`, ev AS (${insertEventsFrom(sql`upd`, t.event.type, t.actor, t.event.detail)})`
     : sql``;
-  const rows = await db.rows<
-    OperationRow & { changed: boolean; prevStatus: OperationRow['status']; probe: boolean | null }
-  >(sql`
+  return sql`
     WITH cur AS (
       SELECT *, ${sql.raw(LAPSED.status)} AS eff_status, (lease_expires_at > now()) AS lease_live
       FROM idem_operations WHERE scope = ${t.scope} AND key = ${t.key}
@@ -76,7 +81,11 @@ export async function transition(db: Database, t: TransitionSpec): Promise<Trans
     )${event}${refusal}
     SELECT true AS changed, prev_status AS "prevStatus", NULL::boolean AS probe, ${VIEW} FROM upd
     UNION ALL
-    SELECT false, eff_status, (${probe}), ${VIEW} FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)`);
+    SELECT false, eff_status, (${probe}), ${VIEW} FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)`;
+}
+
+export async function transition(db: Database, t: TransitionSpec): Promise<TransitionResult | undefined> {
+  const rows = await db.rows<TransitionRow>(transitionStatement(t));
   const r = rows[0];
   if (!r) return undefined;
   const { changed, prevStatus, probe: p, ...row } = r;
