@@ -11,6 +11,7 @@ import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import pg from 'pg';
 import type { Config } from '../config.js';
+import { isRerunnable } from './errors.js';
 
 export type EngineKind = 'postgres' | 'pglite';
 
@@ -55,6 +56,9 @@ export function createPgPool(url: string, s: DbSettings, onError?: (err: Error) 
   return pool;
 }
 
+/** Re-runs of a statement the database rolled back (serialization failure, deadlock). */
+const RERUNS = 4;
+
 export function postgresDatabase(url: string, s: DbSettings, onError?: (err: Error) => void): Database {
   const pool = createPgPool(url, s, onError);
   const db = drizzlePg({ client: pool });
@@ -62,8 +66,16 @@ export function postgresDatabase(url: string, s: DbSettings, onError?: (err: Err
     kind: 'postgres',
     drizzle: db,
     async rows<T>(query: SQL) {
-      const res = await db.execute(query);
-      return res.rows as T[];
+      for (let i = 0; ; i++) {
+        try {
+          const res = await db.execute(query);
+          return res.rows as T[];
+        } catch (err) {
+          if (i >= RERUNS || !isRerunnable(err)) throw err;
+          // Full jitter: two sweepers that deadlocked must not collide again in step.
+          await new Promise((r) => setTimeout(r, Math.random() * 20 * 2 ** i));
+        }
+      }
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: () => pool.end(),

@@ -62,3 +62,17 @@ export function isUnavailable(err: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * Failures after which the same statement may simply run again: the database
+ * rolled it back whole. Our statements are single and atomic, so re-running
+ * is always safe (scale-out.md, rule 8).
+ */
+const RERUNNABLE = new Set(['40001', '40P01']);
+
+export function isRerunnable(err: unknown): boolean {
+  for (const e of chain(err)) {
+    if (typeof e.code === 'string' && RERUNNABLE.has(e.code)) return true;
+  }
+  return false;
+}
