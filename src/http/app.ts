@@ -6,7 +6,12 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+} from 'fastify';
 import { Type } from 'typebox';
 import { KeyStore } from '../auth/keys.js';
 import { LIMITS, Problem } from '../contract/index.js';
@@ -62,6 +67,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     requestIdHeader: 'x-request-id',
     genReqId: () => randomUUID(),
     return503OnClosing: true,
+    // Router-level failures (a bad percent-encoding, a parameter over maxParamLength)
+    // never reach the error handler: answer them as problems too.
+    frameworkErrors: (err: Error, request: FastifyRequest, reply: FastifyReply) => {
+      const code = (err as { code?: string }).code;
+      const detail =
+        code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? 'a path segment is too long (keys are at most 255 characters)'
+          : 'malformed URL';
+      return sendProblem(reply, new IdemError('INVALID_ARGUMENT', detail), request);
+    },
     forceCloseConnections: 'idle',
   } as FastifyServerOptions) as unknown as FastifyInstance;
 

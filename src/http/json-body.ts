@@ -9,26 +9,31 @@ import { IdemError } from '../errors.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
+function parse(body: Buffer, done: (err: Error | null, value?: unknown) => void): void {
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    return done(new IdemError('INVALID_ARGUMENT', 'the body is not valid UTF-8'), undefined);
+  }
+  if (text.trim() === '') return done(new IdemError('INVALID_ARGUMENT', 'the body is empty'), undefined);
+  try {
+    done(null, sjson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }));
+  } catch (err) {
+    const msg = err instanceof SyntaxError ? `malformed JSON: ${err.message}` : 'forbidden key in JSON body';
+    done(new IdemError('INVALID_ARGUMENT', msg), undefined);
+  }
+}
+
 export function registerJsonBody(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
+  // The string form matches with parameters (`; charset=utf-8`); the pattern adds `+json` types.
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) =>
+    parse(body as Buffer, done),
+  );
   app.addContentTypeParser(
-    /^application\/([a-z0-9.+-]+\+)?json$/i,
+    /^application\/[a-z0-9.-]+\+json(\s*;.*)?$/i,
     { parseAs: 'buffer' },
-    (_req, body, done) => {
-      let text: string;
-      try {
-        text = utf8.decode(body as Buffer);
-      } catch {
-        return done(new IdemError('INVALID_ARGUMENT', 'the body is not valid UTF-8'), undefined);
-      }
-      if (text.trim() === '') return done(new IdemError('INVALID_ARGUMENT', 'the body is empty'), undefined);
-      try {
-        done(null, sjson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }));
-      } catch (err) {
-        const msg =
-          err instanceof SyntaxError ? `malformed JSON: ${err.message}` : 'forbidden key in JSON body';
-        done(new IdemError('INVALID_ARGUMENT', msg), undefined);
-      }
-    },
+    (_req, body, done) => parse(body as Buffer, done),
   );
 }

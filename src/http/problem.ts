@@ -68,6 +68,7 @@ export function problemBody(e: IdemError, instance?: string): Problem {
 export function sendProblem(reply: FastifyReply, e: IdemError, request?: FastifyRequest): FastifyReply {
   if (e.retryAfter !== undefined) reply.header('retry-after', String(e.retryAfter));
   if (e.code === 'UNAVAILABLE' && e.retryAfter === undefined) reply.header('retry-after', '1');
+  if (e.code === 'UNAUTHENTICATED') reply.header('www-authenticate', 'Bearer');
   return reply
     .code(e.status)
     .type('application/problem+json')
