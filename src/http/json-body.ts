@@ -14,9 +14,13 @@ function parse(body: Buffer, done: (err: Error | null, value?: unknown) => void)
   try {
     text = utf8.decode(body);
   } catch {
-    return done(new IdemError('INVALID_ARGUMENT', 'the body is not valid UTF-8'), undefined);
+    done(new IdemError('INVALID_ARGUMENT', 'the body is not valid UTF-8'), undefined);
+    return;
   }
-  if (text.trim() === '') return done(new IdemError('INVALID_ARGUMENT', 'the body is empty'), undefined);
+  if (text.trim() === '') {
+    done(new IdemError('INVALID_ARGUMENT', 'the body is empty'), undefined);
+    return;
+  }
   try {
     done(null, sjson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }));
   } catch (err) {
