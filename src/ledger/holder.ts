@@ -9,7 +9,6 @@ import { IdemError } from '../errors.js';
 import { leaseOf } from './begin.js';
 import { canonicalJson } from './json-value.js';
 import * as sqlHolder from './sql/lease-holder.js';
-import type { TransitionResult } from './sql/transition.js';
 import { type OperationRow, toOperation } from './sql/view.js';
 
 export interface HolderTarget {
@@ -17,11 +16,6 @@ export interface HolderTarget {
   key: string;
   leaseId: string;
   actor: string;
-}
-
-function found(r: TransitionResult | undefined): TransitionResult {
-  if (!r) throw new IdemError('NOT_FOUND', 'no such operation');
-  return r;
 }
 
 const TERMINAL = new Set(['succeeded', 'failed', 'rejected']);
@@ -40,7 +34,7 @@ function answer(row: OperationRow, withLease: boolean): OperationResponse {
 
 /** Marks the side effect as started. Repeating it on a live lease is harmless. */
 export async function dispatch(db: Database, t: HolderTarget): Promise<OperationResponse> {
-  const r = found(await sqlHolder.dispatch(db, t));
+  const r = await sqlHolder.dispatch(db, t);
   if (!r.changed && !r.probe) throw leaseLost(r.row);
   return answer(r.row, true);
 }
@@ -49,7 +43,7 @@ export async function heartbeat(
   db: Database,
   t: HolderTarget & { leaseMs?: number },
 ): Promise<OperationResponse> {
-  const r = found(await sqlHolder.heartbeat(db, { ...t, leaseMs: t.leaseMs ?? LEASE_MS.default }));
+  const r = await sqlHolder.heartbeat(db, { ...t, leaseMs: t.leaseMs ?? LEASE_MS.default });
   if (!r.changed) throw leaseLost(r.row);
   return answer(r.row, true);
 }
@@ -59,7 +53,7 @@ export async function complete(
   t: HolderTarget & { status: 'succeeded' | 'failed'; result: unknown },
 ): Promise<OperationResponse> {
   const result = t.result === undefined ? null : canonicalJson(t.result, 'result', LIMITS.resultBytes);
-  const r = found(await sqlHolder.complete(db, { ...t, result }));
+  const r = await sqlHolder.complete(db, { ...t, result });
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
   if (r.row.status === 'succeeded' || r.row.status === 'failed') {
@@ -75,7 +69,7 @@ export async function complete(
 
 /** The effect did not happen: back to `ready`. Repeating it is harmless. */
 export async function release(db: Database, t: HolderTarget): Promise<OperationResponse> {
-  const r = found(await sqlHolder.release(db, t));
+  const r = await sqlHolder.release(db, t);
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
   if (r.row.status === 'ready') return answer(r.row, false);
@@ -86,7 +80,7 @@ export async function release(db: Database, t: HolderTarget): Promise<OperationR
 
 /** The holder cannot tell whether the effect happened. Repeating it is harmless. */
 export async function unknown(db: Database, t: HolderTarget): Promise<OperationResponse> {
-  const r = found(await sqlHolder.markUnknown(db, t));
+  const r = await sqlHolder.markUnknown(db, t);
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
   if (r.row.status === 'outcome_unknown') return answer(r.row, false);

@@ -16,11 +16,6 @@ export interface OperatorTarget {
   actor: string;
 }
 
-function found(r: TransitionResult | undefined): TransitionResult {
-  if (!r) throw new IdemError('NOT_FOUND', 'no such operation');
-  return r;
-}
-
 const invalidState = (r: TransitionResult, what: string) =>
   new IdemError('INVALID_STATE', `cannot ${what} an operation that is ${r.row.status}`, {
     operation: toOperation(r.row),
@@ -33,9 +28,7 @@ export async function approve(
   db: Database,
   t: OperatorTarget & { fingerprint?: string; note?: string },
 ): Promise<OperationResponse> {
-  const r = found(
-    await sqlOperator.approve(db, { ...t, fingerprint: t.fingerprint ?? null, note: t.note ?? null }),
-  );
+  const r = await sqlOperator.approve(db, { ...t, fingerprint: t.fingerprint ?? null, note: t.note ?? null });
   if (r.changed) return { operation: toOperation(r.row) };
   if (r.row.status === 'pending_approval') {
     throw new IdemError(
@@ -58,7 +51,7 @@ export async function reject(
   t: OperatorTarget & { note?: string; result?: unknown },
 ): Promise<OperationResponse> {
   const result = jsonOrNull(t.result, 'result', LIMITS.resultBytes);
-  const r = found(await sqlOperator.reject(db, { ...t, note: t.note ?? null, result }));
+  const r = await sqlOperator.reject(db, { ...t, note: t.note ?? null, result });
   if (r.changed || r.probe) return { operation: toOperation(r.row) };
   throw invalidState(r, 'reject');
 }
@@ -73,9 +66,7 @@ export async function resolve(
   },
 ): Promise<OperationResponse> {
   const result = jsonOrNull(t.result, 'result', LIMITS.resultBytes);
-  const r = found(
-    await sqlOperator.resolve(db, { ...t, result, expectedAttempt: t.expectedAttempt ?? null }),
-  );
+  const r = await sqlOperator.resolve(db, { ...t, result, expectedAttempt: t.expectedAttempt ?? null });
   if (r.changed) return { operation: toOperation(r.row) };
   if (t.expectedAttempt !== undefined && r.row.attempt !== t.expectedAttempt) {
     throw new IdemError(

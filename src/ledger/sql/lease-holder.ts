@@ -24,9 +24,16 @@ export interface HolderCall {
 const live = (leaseId: string) =>
   sql`cur.eff_status = 'in_progress' AND cur.lease_id = ${leaseId}::uuid AND cur.lease_live`;
 
+/** A superseded holder's report is refused and recorded for operators. */
+const superseded = (leaseId: string, call: string) => ({
+  when: sql`cur.lease_id IS DISTINCT FROM ${leaseId}::uuid`,
+  type: sql`'stale_completion_rejected'`,
+  detail: sql`jsonb_build_object('call', ${call}::text, 'currentStatus', cur.eff_status)`,
+});
+
 const holderDetail = sql`jsonb_build_object('from', prev_status, 'to', status)`;
 
-export function dispatch(db: Database, c: HolderCall): Promise<TransitionResult | undefined> {
+export function dispatch(db: Database, c: HolderCall): Promise<TransitionResult> {
   return transition(db, {
     ...c,
     guard: sql`${live(c.leaseId)} AND cur.dispatched_at IS NULL`,
@@ -37,10 +44,7 @@ export function dispatch(db: Database, c: HolderCall): Promise<TransitionResult 
   });
 }
 
-export function heartbeat(
-  db: Database,
-  c: HolderCall & { leaseMs: number },
-): Promise<TransitionResult | undefined> {
+export function heartbeat(db: Database, c: HolderCall & { leaseMs: number }): Promise<TransitionResult> {
   return transition(db, {
     ...c,
     guard: live(c.leaseId),
@@ -52,7 +56,7 @@ export function heartbeat(
 
 export type CompleteCall = HolderCall & { status: 'succeeded' | 'failed'; result: string | null };
 
-export function complete(db: Database, c: CompleteCall): Promise<TransitionResult | undefined> {
+export function complete(db: Database, c: CompleteCall): Promise<TransitionResult> {
   return transition(db, completeSpec(c));
 }
 
@@ -80,21 +84,23 @@ export function completeSpec(c: CompleteCall): TransitionSpec {
   };
 }
 
-export function release(db: Database, c: HolderCall): Promise<TransitionResult | undefined> {
+export function release(db: Database, c: HolderCall): Promise<TransitionResult> {
   return transition(db, {
     ...c,
     guard: sql`cur.lease_id = ${c.leaseId}::uuid AND cur.eff_status IN ('in_progress', 'outcome_unknown')`,
     set: sql`status = 'ready', dispatched_at = NULL, updated_at = now(),
       retained_until = now() + cur.retention_ms * interval '1 millisecond', version = cur.version + 1`,
     event: { type: sql`'released'`, detail: holderDetail },
+    refusal: superseded(c.leaseId, 'release'),
   });
 }
 
-export function markUnknown(db: Database, c: HolderCall): Promise<TransitionResult | undefined> {
+export function markUnknown(db: Database, c: HolderCall): Promise<TransitionResult> {
   return transition(db, {
     ...c,
     guard: sql`cur.lease_id = ${c.leaseId}::uuid AND cur.eff_status = 'in_progress'`,
     set: sql`status = 'outcome_unknown', updated_at = now(), version = cur.version + 1`,
     event: { type: sql`'marked_unknown'`, detail: holderDetail },
+    refusal: superseded(c.leaseId, 'unknown'),
   });
 }

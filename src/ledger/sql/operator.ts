@@ -26,7 +26,7 @@ const PENDING = sql`cur.eff_status = 'pending_approval'`;
 export function approve(
   db: Database,
   c: OperatorCall & { fingerprint: string | null; note: string | null },
-): Promise<TransitionResult | undefined> {
+): Promise<TransitionResult> {
   return transition(db, {
     ...c,
     guard: sql`${PENDING} AND (${c.fingerprint}::text IS NULL OR cur.fingerprint = ${c.fingerprint}::text)`,
@@ -46,7 +46,7 @@ export function approve(
 export function reject(
   db: Database,
   c: OperatorCall & { note: string | null; result: string | null },
-): Promise<TransitionResult | undefined> {
+): Promise<TransitionResult> {
   return transition(db, {
     ...c,
     guard: PENDING,
@@ -68,7 +68,7 @@ export function resolve(
     result: string | null;
     expectedAttempt: number | null;
   },
-): Promise<TransitionResult | undefined> {
+): Promise<TransitionResult> {
   const terminal = c.status !== 'ready';
   const resolvable = sql`(cur.eff_status = 'outcome_unknown' OR (cur.status = 'in_progress' AND NOT cur.lease_live))`;
   const attemptOk = sql`(${c.expectedAttempt}::int IS NULL OR cur.attempt = ${c.expectedAttempt}::int)`;

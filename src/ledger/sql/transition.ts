@@ -17,6 +17,7 @@
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
+import { IdemError } from '../../errors.js';
 import { insertEventsFrom, LAPSE_EVENT_TYPE } from './events.js';
 import { LAPSED, type OperationRow, VIEW } from './view.js';
 
@@ -84,10 +85,11 @@ export function transitionStatement(t: TransitionSpec): SQL {
     SELECT false, eff_status, (${probe}), ${VIEW} FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)`;
 }
 
-export async function transition(db: Database, t: TransitionSpec): Promise<TransitionResult | undefined> {
+/** Runs a transition; no row at all is NOT_FOUND. */
+export async function transition(db: Database, t: TransitionSpec): Promise<TransitionResult> {
   const rows = await db.rows<TransitionRow>(transitionStatement(t));
   const r = rows[0];
-  if (!r) return undefined;
+  if (!r) throw new IdemError('NOT_FOUND', 'no such operation');
   const { changed, prevStatus, probe: p, ...row } = r;
   return { changed, row, prevStatus, probe: p };
 }
