@@ -15,7 +15,7 @@ import {
 import type { Database } from '../db/database.js';
 import { IdemError, invalid } from '../errors.js';
 import { canonicalJson, checkJsonValue, fingerprintOf } from './json-value.js';
-import { insertOrAcquire } from './sql/begin.js';
+import { acquire, insertOrRead } from './sql/begin.js';
 import { lapseOne } from './sql/lapse.js';
 import { iso, type OperationRow, toOperation } from './sql/view.js';
 
@@ -35,10 +35,6 @@ export interface BeginResult {
 export function leaseOf(row: OperationRow): Lease {
   return { id: row.leaseId!, attempt: row.attempt, expiresAt: iso(row.leaseExpiresAt)! };
 }
-
-/** `Retry-After` for a live lease. The database decided it is live; this only estimates how long. */
-const secondsLeft = (until: number | null) =>
-  until ? Math.max(1, Math.ceil((until - Date.now()) / 1000)) : 1;
 
 /** Validates what the schema cannot say and computes the fingerprint. */
 function prepare(body: BeginBody) {
@@ -85,12 +81,11 @@ export async function begin(
   };
 
   for (let round = 0; round < MAX_ROUNDS; round++) {
-    const row = await insertOrAcquire(db, input);
+    const row = await insertOrRead(db, input);
     if (!row) continue; // a concurrent insert not yet visible to our snapshot
     const operation = toOperation(row);
 
     if (row.via === 'written') {
-      const created = row.id === input.newId;
       if (row.status === 'pending_approval') {
         return {
           status: 202,
@@ -98,20 +93,28 @@ export async function begin(
           retryAfter: PENDING_RETRY_AFTER_S,
         };
       }
-      const res: BeginResponse = { outcome: 'acquired', operation, lease: leaseOf(row) };
-      if (row.leaseRecovered) res.recovered = true;
-      return { status: created ? 201 : 200, body: res };
+      return { status: 201, body: { outcome: 'acquired', operation, lease: leaseOf(row) } };
     }
 
-    // Read back: nothing was written. The fingerprint is checked before anything else.
+    // The key exists. The fingerprint is checked before anything else.
     if (row.fingerprint !== input.fingerprint) {
       throw new IdemError('KEY_REUSED', 'this key was used with a different request', { operation });
     }
+    // Acquirable: released, approved, re-armed, lapsed before dispatch (all read as
+    // `ready`), or dispatched read/idempotent work whose lease ran out.
+    if (row.status === 'ready' || (row.status === 'in_progress' && row.leaseExpired)) {
+      const taken = await acquire(db, input);
+      if (!taken) continue; // another writer changed it first: look again
+      const res: BeginResponse = {
+        outcome: 'acquired',
+        operation: toOperation(taken),
+        lease: leaseOf(taken),
+      };
+      if (taken.leaseRecovered) res.recovered = true;
+      return { status: 200, body: res };
+    }
     switch (row.status) {
-      case 'ready':
-        continue; // acquirable again (released, or lapsed since our snapshot): take it
       case 'in_progress': {
-        if (row.leaseExpired) continue; // dispatched idempotent work whose lease ran out: recover it
         if (row.leaseId === leaseId) {
           // The same lease again: a begin whose response was lost, retried.
           const res: BeginResponse = { outcome: 'acquired', operation, lease: leaseOf(row) };
@@ -120,7 +123,7 @@ export async function begin(
         }
         throw new IdemError('OPERATION_IN_PROGRESS', 'another holder has a live lease on this operation', {
           operation,
-          retryAfter: secondsLeft(row.leaseExpiresAt),
+          retryAfter: row.leaseSecondsLeft ?? 1,
         });
       }
       case 'pending_approval':

@@ -30,9 +30,12 @@ async function withAdmin<T>(url: string, fn: (c: pg.Client) => Promise<T>): Prom
   }
 }
 
-export async function createTestDatabase(): Promise<TestDatabase> {
+/** `settings` adjusts the pools (e.g. a longer wait for a connection on a loaded test machine). */
+export async function createTestDatabase(
+  overrides: Partial<ReturnType<typeof loadConfig>['db']> = {},
+): Promise<TestDatabase> {
   const engine = currentEngine();
-  const settings = loadConfig({}).db;
+  const settings = { ...loadConfig({}).db, ...overrides };
   if (engine.kind === 'pglite') {
     const db = await pgliteDatabase(undefined);
     await migrateDatabase(db);

@@ -20,12 +20,14 @@ export interface TestAppOptions {
   /** Reuse a database (another replica on it) instead of creating one. */
   testDb?: TestDatabase;
   logger?: Parameters<typeof buildApp>[0]['logger'];
+  /** Pool settings for this app's database connections. */
+  dbSettings?: Parameters<typeof createTestDatabase>[0];
 }
 
 /** An app for `inject`, on its own database unless one is given. */
 export async function createTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
-  const testDb = opts.testDb ?? (await createTestDatabase());
-  const db = opts.testDb ? testDb.openAnother() : testDb.db;
+  const testDb = opts.testDb ?? (await createTestDatabase(opts.dbSettings));
+  const db = opts.testDb ? testDb.openAnother(opts.dbSettings) : testDb.db;
   const app = await buildApp({ db, keys: new KeyStore(opts.keys ?? []), logger: opts.logger ?? false });
   await app.ready();
   return {

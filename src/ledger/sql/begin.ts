@@ -1,24 +1,28 @@
 /**
- * begin, step one: register a new key, or acquire an existing acquirable one,
- * or read what is there, in ONE statement.
+ * begin's two statements.
  *
- * The claim goes through the unique key (`INSERT ... ON CONFLICT`), never a
- * check-then-insert. When the key exists, the conflict arm acquires it only if
- * the stored fingerprint matches and the row may be taken over:
+ * 1. `beginStatement`: claim a new key through the unique key
+ *    (`INSERT ... ON CONFLICT DO NOTHING`), never check-then-insert; when the
+ *    key exists, the same statement reads the row back. An existing key costs
+ *    no write, no lock and no commit flush: replays and "in progress" answers
+ *    are reads.
  *
- *   ready                                                   -> acquire
- *   in_progress, lease expired, never dispatched            -> acquire (rule A)
- *   in_progress, lease expired, dispatched, read/idempotent -> acquire, recovered
- *   anything else                                           -> left alone, read back
+ * 2. `acquireStatement`: take over an existing row, one guarded UPDATE whose
+ *    WHERE is the whole rule, re-checked by Postgres on the newest row version:
  *
- *   begin ──┬─ no row ───────────────▶ INSERT (created: in_progress or pending_approval)
- *           └─ row (scope, key) ─────▶ ON CONFLICT DO UPDATE ... WHERE <above>
- *                                        │ false: the row is returned as read
+ *      fingerprint matches AND (
+ *        ready                                                    -> acquire
+ *        in_progress, lease expired, never dispatched (rule A)    -> acquire
+ *        in_progress, lease expired, dispatched, read/idempotent  -> acquire, recovered)
  *
- * Times come from the database: `now()` in VALUES, then `EXCLUDED.updated_at`
- * in the conflict arm (Citus wants no `now()` there, see scale-out.md).
- * The read arm uses the statement's snapshot; when a concurrent insert is not
- * yet visible it finds nothing and the caller runs the statement again.
+ *    If another writer got there first, it matches nothing and begin reads again.
+ *
+ *   begin ──▶ INSERT ... ON CONFLICT DO NOTHING ──┬─ inserted: created (in_progress | pending_approval)
+ *                                                 └─ conflict: read back ──▶ decide
+ *                                                        acquirable? ──▶ guarded UPDATE (or read again)
+ *
+ * The read arm uses the statement's snapshot: a concurrent insert that is not
+ * yet visible finds nothing, and the caller runs the statement again.
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { Effect } from '../../contract/index.js';
@@ -48,12 +52,12 @@ export interface BeginInput {
 
 export type BeginRow = OperationRow & { via: 'written' | 'read' };
 
-/** The statement itself (exported for the benchmark's pgbench scripts). */
+/** Insert a new key, or read the existing row (exported for the benchmark's pgbench scripts). */
 export function beginStatement(i: BeginInput): SQL {
   const approval = i.requireApproval;
   return sql`
     WITH written AS (
-      INSERT INTO idem_operations AS o (
+      INSERT INTO idem_operations (
         scope, key, id, fingerprint, effect, status, attempt, version,
         lease_id, lease_owner, lease_expires_at, dispatched_at, lease_recovered,
         request, metadata, approval_state, approval_deadline, retention_ms, created_at, updated_at)
@@ -67,29 +71,14 @@ export function beginStatement(i: BeginInput): SQL {
         ${approval ? 'pending' : null}::text,
         ${approval ? i.approvalTimeoutMs : null}::bigint * interval '1 millisecond' + now(),
         ${i.retentionMs}::bigint, now(), now())
-      ON CONFLICT (scope, key) DO UPDATE SET
-        status = 'in_progress',
-        attempt = o.attempt + 1,
-        version = o.version + 1,
-        lease_id = ${i.leaseId}::uuid,
-        lease_owner = ${i.owner},
-        lease_expires_at = EXCLUDED.updated_at + ${i.leaseMs}::int * interval '1 millisecond',
-        dispatched_at = CASE WHEN ${i.dispatch}::boolean THEN EXCLUDED.updated_at END,
-        lease_recovered = (o.status = 'in_progress' AND o.dispatched_at IS NOT NULL),
-        updated_at = EXCLUDED.updated_at,
-        retained_until = NULL
-      WHERE o.fingerprint = EXCLUDED.fingerprint
-        AND (o.status = 'ready'
-          OR (o.status = 'in_progress' AND o.lease_expires_at <= EXCLUDED.updated_at
-              AND (o.dispatched_at IS NULL OR o.effect IN ('read', 'idempotent_write'))))
+      ON CONFLICT (scope, key) DO NOTHING
       RETURNING *
     ), ev AS (
       ${insertEventsFrom(
         sql`written`,
-        sql`CASE WHEN id = ${i.newId}::uuid THEN 'created' ELSE 'acquired' END`,
+        sql`'created'`,
         i.actor,
-        sql`jsonb_build_object('status', status, 'owner', lease_owner,
-              'dispatched', dispatched_at IS NOT NULL, 'recovered', lease_recovered)`,
+        sql`jsonb_build_object('status', status, 'owner', lease_owner, 'dispatched', dispatched_at IS NOT NULL)`,
       )}
     )
     SELECT 'written' AS via, ${VIEW} FROM written
@@ -98,7 +87,45 @@ export function beginStatement(i: BeginInput): SQL {
     WHERE scope = ${i.scope} AND key = ${i.key} AND NOT EXISTS (SELECT 1 FROM written)`;
 }
 
-export async function insertOrAcquire(db: Database, i: BeginInput): Promise<BeginRow | undefined> {
+export async function insertOrRead(db: Database, i: BeginInput): Promise<BeginRow | undefined> {
   const rows = await db.rows<BeginRow>(beginStatement(i));
+  return rows[0];
+}
+
+/** Take over an existing, acquirable row; nothing if the guard no longer holds. */
+export function acquireStatement(i: BeginInput): SQL {
+  return sql`
+    WITH acquired AS (
+      UPDATE idem_operations SET
+        status = 'in_progress',
+        attempt = attempt + 1,
+        version = version + 1,
+        lease_id = ${i.leaseId}::uuid,
+        lease_owner = ${i.owner},
+        lease_expires_at = now() + ${i.leaseMs}::int * interval '1 millisecond',
+        dispatched_at = CASE WHEN ${i.dispatch}::boolean THEN now() END,
+        -- SET sees the old row: recovered means a dispatched lease ran out.
+        lease_recovered = (status = 'in_progress' AND dispatched_at IS NOT NULL),
+        updated_at = now(),
+        retained_until = NULL
+      WHERE scope = ${i.scope} AND key = ${i.key} AND fingerprint = ${i.fingerprint}
+        AND (status = 'ready'
+          OR (status = 'in_progress' AND lease_expires_at <= now()
+              AND (dispatched_at IS NULL OR effect IN ('read', 'idempotent_write'))))
+      RETURNING *
+    ), ev AS (
+      ${insertEventsFrom(
+        sql`acquired`,
+        sql`'acquired'`,
+        i.actor,
+        sql`jsonb_build_object('owner', lease_owner, 'dispatched', dispatched_at IS NOT NULL,
+              'recovered', lease_recovered)`,
+      )}
+    )
+    SELECT ${VIEW} FROM acquired`;
+}
+
+export async function acquire(db: Database, i: BeginInput): Promise<OperationRow | undefined> {
+  const rows = await db.rows<OperationRow>(acquireStatement(i));
   return rows[0];
 }

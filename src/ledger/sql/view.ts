@@ -53,6 +53,7 @@ export const VIEW = sql.raw(`
   attempt, version, lease_id AS "leaseId", lease_owner AS "leaseOwner",
   ${ms('lease_expires_at')} AS "leaseExpiresAt", ${ms('dispatched_at')} AS "dispatchedAt",
   lease_recovered AS "leaseRecovered", (lease_expires_at <= now()) AS "leaseExpired",
+  GREATEST(1, ceil(extract(epoch FROM lease_expires_at - now())))::int AS "leaseSecondsLeft",
   request, ${LAPSED.result} AS result, metadata,
   ${LAPSED.approvalState} AS "approvalState", ${ms('approval_deadline')} AS "approvalDeadline",
   approval_decided_by AS "approvalDecidedBy", ${ms(LAPSED.approvalDecidedAt)} AS "approvalDecidedAt",
@@ -78,6 +79,8 @@ export interface OperationRow {
   dispatchedAt: number | null;
   leaseRecovered: boolean;
   leaseExpired: boolean | null;
+  /** Whole seconds left on the lease by the database clock (at least 1), for `Retry-After`. */
+  leaseSecondsLeft: number | null;
   request: unknown;
   result: unknown;
   metadata: Record<string, unknown>;
