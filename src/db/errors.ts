@@ -76,3 +76,23 @@ export function isRerunnable(err: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * What of a database error may be logged. drizzle's message carries the SQL
+ * and every parameter (lease ids, request and result bodies), so only the
+ * driver's own message, its code and the stack frames are kept.
+ */
+export function loggableError(err: unknown): Record<string, unknown> {
+  const links = [...chain(err)];
+  const top = links[0];
+  if (!top) return { message: String(err) };
+  const inner = links[links.length - 1]!;
+  const stack =
+    typeof top.stack === 'string' ? top.stack.slice(Math.max(0, top.stack.indexOf('\n    at '))) : undefined;
+  return {
+    type: typeof top.name === 'string' ? top.name : 'Error',
+    message: typeof inner.message === 'string' ? inner.message : undefined,
+    code: typeof inner.code === 'string' ? inner.code : undefined,
+    stack,
+  };
+}

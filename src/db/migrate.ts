@@ -46,6 +46,11 @@ export async function migrateDatabase(db: Database, databaseUrl?: string): Promi
 
 /** Readiness: reachable, and every migration of this build applied. */
 export async function migrationsApplied(db: Database): Promise<boolean> {
+  // Two statements: a query naming a missing table fails to plan even in a branch never taken.
+  const [table] = await db.rows<{ t: string | null }>(
+    sql`SELECT to_regclass('drizzle.__drizzle_migrations')::text AS t`,
+  );
+  if (!table?.t) return false;
   const rows = await db.rows<{ n: number }>(sql`SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations`);
   return (rows[0]?.n ?? 0) >= expectedMigrations();
 }

@@ -21,7 +21,8 @@ import {
   uuid,
 } from 'drizzle-orm/pg-core';
 
-const tz = (name: string) => timestamp(name, { withTimezone: true, precision: 6 });
+// Millisecond precision: what the API shows is exactly what is stored and ordered by.
+const tz = (name: string) => timestamp(name, { withTimezone: true, precision: 3 });
 
 export const operations = pgTable(
   'idem_operations',

@@ -64,27 +64,35 @@ export function createMetrics(
     },
   });
   if (scopeGauges) {
-    // Registered after the gauge whose collect() fills both: scrapes run collect in order.
-    const oldest = new Gauge({
-      name: 'idem_outcome_unknown_oldest_age_seconds',
-      help: 'age of the oldest outcome_unknown operation, per scope',
-      labelNames: ['scope'] as const,
-    });
+    // prom-client collects every metric concurrently, so each gauge fills itself
+    // from one query shared by the scrape.
+    let scrape: ReturnType<typeof scopeGauges> | undefined;
+    const load = () => {
+      scrape ??= scopeGauges().finally(() => setImmediate(() => (scrape = undefined)));
+      return scrape;
+    };
     new Gauge({
       name: 'idem_outcome_unknown_operations',
       help: 'operations in outcome_unknown, per scope',
       labelNames: ['scope'] as const,
       registers: [registry],
       async collect() {
+        const rows = await load();
         this.reset();
-        oldest.reset();
-        for (const s of await scopeGauges()) {
-          this.set({ scope: s.scope }, s.unknown);
-          oldest.set({ scope: s.scope }, s.oldestAgeS);
-        }
+        for (const r of rows) this.set({ scope: r.scope }, r.unknown);
       },
     });
-    registry.registerMetric(oldest);
+    new Gauge({
+      name: 'idem_outcome_unknown_oldest_age_seconds',
+      help: 'age of the oldest outcome_unknown operation, per scope',
+      labelNames: ['scope'] as const,
+      registers: [registry],
+      async collect() {
+        const rows = await load();
+        this.reset();
+        for (const r of rows) this.set({ scope: r.scope }, r.oldestAgeS);
+      },
+    });
   }
   return { registry, beginOutcomes, httpDuration, transitions, sweeperRuns, sweeperRows };
 }

@@ -5,7 +5,7 @@
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorCode, Problem } from '../contract/index.js';
-import { isUnavailable } from '../db/errors.js';
+import { isUnavailable, loggableError } from '../db/errors.js';
 import { IdemError } from '../errors.js';
 
 /** Fastify's own errors that are the client's fault. */
@@ -78,9 +78,9 @@ export function sendProblem(reply: FastifyReply, e: IdemError, request?: Fastify
 export function errorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   const known = toIdemError(err);
   if (known) {
-    if (known.code === 'UNAVAILABLE') request.log.warn({ err }, 'database unavailable');
+    if (known.code === 'UNAVAILABLE') request.log.warn({ err: loggableError(err) }, 'database unavailable');
     return sendProblem(reply, known, request);
   }
-  request.log.error({ err }, 'unhandled error');
+  request.log.error({ err: loggableError(err) }, 'unhandled error');
   return sendProblem(reply, new IdemError('INTERNAL', 'internal error'), request);
 }

@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
+import { loggableError } from '../db/errors.js';
 import type { Metrics } from '../http/metrics.js';
 import { lapseBatch } from './sql/lapse.js';
 import { purgeBatch } from './sql/purge.js';
@@ -79,7 +80,7 @@ export class Sweeper {
       if (r.leaseExpired + r.approvalExpired + r.purged > 0) this.log.info(r, 'sweep');
     } catch (err) {
       this.metrics?.sweeperRuns.inc({ result: 'error' });
-      this.log.warn({ err: (err as Error).message }, 'sweep failed; will retry');
+      this.log.warn({ err: loggableError(err) }, 'sweep failed; will retry');
     }
   }
 

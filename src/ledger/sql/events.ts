@@ -17,7 +17,7 @@ export function insertEventsFrom(
   actor: string,
   detail: SQL,
   where: SQL = sql`true`,
-  at: SQL = sql`now()`,
+  at: SQL = sql`clock_timestamp()`,
 ): SQL {
   return sql`INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
     SELECT scope, gen_random_uuid(), id, key, version, ${type}, ${at}, ${actor}, attempt, ${detail}
@@ -37,8 +37,9 @@ interface EventRow {
 }
 
 /**
- * Oldest first. `version` orders one operation's events: `at` is the
- * writing transaction's start, which can tie or, under lock waits, run behind.
+ * Oldest first. `version` orders one operation's changes; within a version,
+ * `at` (clock_timestamp(), taken after the row lock) puts a refusal after the
+ * change it was refused by.
  */
 export async function listEvents(
   db: Database,

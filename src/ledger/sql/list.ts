@@ -22,9 +22,11 @@ const likeEscape = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 function scopeFilter(patterns: readonly string[]): SQL {
   if (patterns.includes('*')) return sql`true`;
-  const exact = patterns.filter((p) => !p.endsWith('*'));
-  const prefixes = patterns.filter((p) => p.endsWith('*')).map((p) => `${likeEscape(p.slice(0, -1))}%`);
-  return sql`(scope = ANY(${exact}::text[]) OR scope LIKE ANY(${prefixes}::text[]))`;
+  // One bound parameter per pattern: drizzle spreads a JS array into a tuple.
+  const alternatives = patterns.map((p) =>
+    p.endsWith('*') ? sql`scope LIKE ${`${likeEscape(p.slice(0, -1))}%`}` : sql`scope = ${p}`,
+  );
+  return alternatives.length ? sql`(${sql.join(alternatives, sql` OR `)})` : sql`false`;
 }
 
 export type ListRow = OperationRow & { cursorUs: string };

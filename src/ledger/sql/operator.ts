@@ -70,7 +70,8 @@ export function resolve(
   },
 ): Promise<TransitionResult> {
   const terminal = c.status !== 'ready';
-  const resolvable = sql`(cur.eff_status = 'outcome_unknown' OR (cur.status = 'in_progress' AND NOT cur.lease_live))`;
+  // Effective status (rule A): a lapsed, never-dispatched lease reads `ready` and is not resolvable.
+  const resolvable = sql`(cur.eff_status = 'outcome_unknown' OR (cur.eff_status = 'in_progress' AND NOT cur.lease_live))`;
   const attemptOk = sql`(${c.expectedAttempt}::int IS NULL OR cur.attempt = ${c.expectedAttempt}::int)`;
   return transition(db, {
     ...c,

@@ -18,6 +18,8 @@ export async function openCounts(db: Database, scopes?: (scope: string) => boole
       (extract(epoch FROM now() - min(updated_at)) * 1000)::float8 AS "oldestMs"
     FROM (SELECT scope, ${sql.raw(LAPSED.status)} AS status, ${sql.raw(LAPSED.updatedAt)} AS updated_at
           FROM idem_operations WHERE ${OPEN}) open_ops
+    -- A lapse can turn an open row terminal (an expired approval reads as rejected).
+    WHERE ${OPEN}
     GROUP BY scope, status ORDER BY scope, status`);
   return scopes ? rows.filter((r) => scopes(r.scope)) : rows;
 }
