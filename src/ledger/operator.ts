@@ -39,10 +39,7 @@ export async function approve(
       },
     );
   }
-  // Approving twice is harmless; approving what was rejected or ran out is not.
-  if (r.probe && (t.fingerprint === undefined || t.fingerprint === r.row.fingerprint)) {
-    return { operation: toOperation(r.row) };
-  }
+  // Not pending (approved already, rejected, expired): the contract's INVALID_STATE.
   throw invalidState(r, 'approve');
 }
 
@@ -52,7 +49,7 @@ export async function reject(
 ): Promise<OperationResponse> {
   const result = jsonOrNull(t.result, 'result', LIMITS.resultBytes);
   const r = await sqlOperator.reject(db, { ...t, note: t.note ?? null, result });
-  if (r.changed || r.probe) return { operation: toOperation(r.row) };
+  if (r.changed) return { operation: toOperation(r.row) };
   throw invalidState(r, 'reject');
 }
 

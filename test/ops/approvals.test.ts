@@ -134,12 +134,13 @@ describe('requireApproval', () => {
     expect((await alice.approve(key)).status).toBe(200);
   });
 
-  it('approve twice: 200 both times, one approved event', async () => {
+  it('approve twice: the second is 409 INVALID_STATE (no longer pending), one approved event', async () => {
     const key = k();
     await pending(key);
     const a = await alice.approve(key);
     const b = await bob.approve(key);
-    expect([a.status, b.status]).toEqual([200, 200]);
+    expect([a.status, b.status]).toEqual([200, 409]);
+    expect(b.body.code).toBe('INVALID_STATE');
     expect(b.body.operation).toEqual(a.body.operation);
     expect(b.body.operation.approval.decidedBy).toBe('alice');
     expect(await types(key)).toEqual(['created', 'approved']);

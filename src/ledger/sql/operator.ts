@@ -39,7 +39,6 @@ export function approve(
       type: sql`'approval_refused'`,
       detail: sql`jsonb_build_object('reason', 'fingerprint_mismatch', 'fingerprint', ${c.fingerprint}::text)`,
     },
-    probe: sql`cur.approval_state = 'approved'`,
   });
 }
 
@@ -56,7 +55,6 @@ export function reject(
       completed_at = now(), updated_at = now(),
       retained_until = now() + cur.retention_ms * interval '1 millisecond', version = cur.version + 1`,
     event: { type: sql`'rejected'`, detail: sql`jsonb_build_object('note', approval_note)` },
-    probe: sql`cur.approval_state = 'rejected'`,
   });
 }
 
