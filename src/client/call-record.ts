@@ -1,0 +1,125 @@
+/**
+ * The call record: what one proposed tool call came to, and the exact text
+ * the model reads about it.
+ */
+import type { Static } from 'typebox';
+import type { ApprovalView, Effect } from '../contract/index.js';
+
+/** How a call ended, as the model and the runtime see it. */
+export type CallStatus = 'succeeded' | 'failed' | 'rejected' | 'outcome_unknown' | 'pending_approval';
+
+/** Hints for the runtime (and the model) about what to do next. */
+export type NextAction =
+  | 'call_again'
+  | 'fix_arguments'
+  | 'retry_later'
+  | 'check_state'
+  | 'ask_user'
+  | 'wait_for_approval'
+  | 'wait_for_reconciliation'
+  | 'use_new_call_id';
+
+/** A failure as given to the model: no stack, no SQL, no secrets. */
+export interface CallError {
+  code: string;
+  message: string;
+  /** Whether calling again may succeed. */
+  retryable: boolean;
+  nextAction?: NextAction;
+}
+
+/** The approval state of the call in the ledger, or null when none was asked. */
+export type CallApproval = Static<typeof ApprovalView> | null;
+
+/** One tool call, as recorded. */
+export interface CallRecord {
+  /** The model protocol's id of the request this answers (`toolCallId`). */
+  callId: string;
+  /** The operation key: `${sessionId}/${turnId}/${toolCallId}`. */
+  key: string;
+  scope: string;
+  tool: string;
+  /** The effect class in force when the model asked. */
+  effect: Effect;
+  /** The approval rule in force when the model asked. */
+  requiresApproval: boolean;
+  status: CallStatus;
+  output?: unknown;
+  error?: CallError;
+  /** How many times this call ran the tool in this executor (0: it never ran here). */
+  attempts: number;
+  approval: CallApproval;
+  /** sha256 of the canonical arguments: the only trace of them in logs. */
+  inputHash: string;
+  startedAt: string;
+  finishedAt: string;
+  latencyMs: number;
+  /** The text the model reads. */
+  modelMessage: string;
+}
+
+/** The first words of every failure known not to have run. */
+export const DID_NOT_RUN = 'the tool did not run, so it is safe to call again';
+
+/** The first words of every `outcome_unknown` message. */
+export const OUTCOME_UNKNOWN_TEXT =
+  'the outcome of this call is unknown: its effect may or may not have happened. ' +
+  'Do not repeat this call until it is reconciled; the real outcome will be reported to you';
+
+/** Model text for a failure known not to have run. */
+export function didNotRunMessage(reason: string): string {
+  return `${DID_NOT_RUN}. ${reason}`;
+}
+
+/** Model text for an `outcome_unknown` call. */
+export function outcomeUnknownMessage(reason?: string): string {
+  return reason ? `${OUTCOME_UNKNOWN_TEXT}. (${reason})` : `${OUTCOME_UNKNOWN_TEXT}.`;
+}
+
+/** Model text for a call waiting for a person. */
+export function pendingApprovalMessage(deadline?: string): string {
+  const until = deadline ? ` (until ${deadline})` : '';
+  return `this call is waiting for a person's approval${until} and has not run yet. Do not call it again: its result will be reported to you.`;
+}
+
+/** Model text for a call a person rejected (or whose approval expired). */
+export function rejectedMessage(note?: string | null): string {
+  const why = note ? ` The note says: ${note}.` : '';
+  return `a person rejected this call (or its approval expired), so the tool did not run.${why} Do not call it again unless the user asks for it.`;
+}
+
+/** Model text for a tool that returned a value. */
+export function succeededMessage(output: unknown): string {
+  if (typeof output === 'string') return output;
+  return JSON.stringify(output === undefined ? null : output);
+}
+
+/** Model text for a failure of a tool that ran (or may have run). */
+export function failedMessage(error: CallError, effect: Effect, attempts: number): string {
+  const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
+  const base = `the tool failed${tries} (${error.code}): ${error.message}.`;
+  switch (error.nextAction) {
+    case 'fix_arguments':
+      return `${base} Change the arguments before calling it again.`;
+    case 'ask_user':
+      return `${base} Repeating the same call will fail the same way; ask the user how to proceed.`;
+    case 'check_state':
+      return `${base} An attempt may have taken effect: check the current state before calling it again.`;
+    case 'retry_later':
+      return `${base} It had no effect; calling it again later may succeed.`;
+    default:
+      return effect === 'read' ? `${base} Reading again later is safe.` : base;
+  }
+}
+
+/** Builds the timestamp fields of a record from epoch ms. */
+export function timing(
+  startedMs: number,
+  finishedMs: number,
+): Pick<CallRecord, 'startedAt' | 'finishedAt' | 'latencyMs'> {
+  return {
+    startedAt: new Date(startedMs).toISOString(),
+    finishedAt: new Date(finishedMs).toISOString(),
+    latencyMs: Math.max(0, finishedMs - startedMs),
+  };
+}

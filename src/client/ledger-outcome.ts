@@ -1,0 +1,124 @@
+/**
+ * How a call stands according to the ledger, turned into the record fields the
+ * model reads: used for replays, for calls another worker holds, and by the
+ * reconciler after a resolve.
+ */
+import type { Effect, Operation } from '../contract/index.js';
+import {
+  type CallError,
+  type CallStatus,
+  didNotRunMessage,
+  failedMessage,
+  type NextAction,
+  outcomeUnknownMessage,
+  pendingApprovalMessage,
+  rejectedMessage,
+  succeededMessage,
+} from './call-record.js';
+import { scrubMessage } from './canonical.js';
+
+/** The outcome part of a call record. */
+export interface Outcome {
+  status: CallStatus;
+  output?: unknown;
+  error?: CallError;
+  modelMessage: string;
+}
+
+const NEXT_ACTIONS: readonly string[] = [
+  'call_again',
+  'fix_arguments',
+  'retry_later',
+  'check_state',
+  'ask_user',
+  'wait_for_approval',
+  'wait_for_reconciliation',
+  'use_new_call_id',
+];
+
+/** Reads back a `CallError` the executor stored as a failed result; undefined for anything else. */
+export function asCallError(result: unknown): CallError | undefined {
+  if (result === null || typeof result !== 'object') return undefined;
+  const r = result as Record<string, unknown>;
+  if (typeof r.code !== 'string' || typeof r.message !== 'string') return undefined;
+  const error: CallError = {
+    code: r.code,
+    message: scrubMessage(r.message),
+    retryable: r.retryable === true,
+  };
+  if (typeof r.nextAction === 'string' && NEXT_ACTIONS.includes(r.nextAction)) {
+    error.nextAction = r.nextAction as NextAction;
+  }
+  return error;
+}
+
+/** A failure known not to have run. */
+export function notRun(code: string, message: string, nextAction: NextAction = 'call_again'): Outcome {
+  const error: CallError = { code, message, retryable: nextAction === 'call_again', nextAction };
+  return { status: 'failed', error, modelMessage: didNotRunMessage(`${code}: ${message}`) };
+}
+
+/** An outcome nobody can tell yet. */
+export function unknownOutcome(code: string, message: string): Outcome {
+  return {
+    status: 'outcome_unknown',
+    error: { code, message, retryable: false, nextAction: 'wait_for_reconciliation' },
+    modelMessage: outcomeUnknownMessage(message),
+  };
+}
+
+/** The outcome the ledger holds for `op`. */
+export function outcomeFromOperation(op: Operation, effect: Effect = op.effect): Outcome {
+  switch (op.status) {
+    case 'succeeded':
+      return { status: 'succeeded', output: op.result, modelMessage: succeededMessage(op.result) };
+    case 'failed': {
+      const error = asCallError(op.result) ?? {
+        code: 'FAILED',
+        message: op.resolution
+          ? `an operator marked the call as failed: ${scrubMessage(op.resolution.note)}`
+          : 'the call failed',
+        retryable: false,
+      };
+      // A stored "did not happen" (a reconciler found no effect) keeps its promise to the model.
+      const modelMessage =
+        error.nextAction === 'call_again'
+          ? didNotRunMessage(`${error.code}: ${error.message}`)
+          : failedMessage(error, effect, 1);
+      return { status: 'failed', error, modelMessage };
+    }
+    case 'rejected': {
+      const note = op.approval?.note ?? null;
+      const expired = op.approval?.state === 'expired';
+      const error: CallError = {
+        code: expired ? 'APPROVAL_EXPIRED' : 'REJECTED',
+        message: note
+          ? scrubMessage(note)
+          : expired
+            ? 'the approval deadline passed'
+            : 'a person rejected the call',
+        retryable: false,
+        nextAction: 'ask_user',
+      };
+      return { status: 'rejected', error, modelMessage: rejectedMessage(note) };
+    }
+    case 'pending_approval':
+      return {
+        status: 'pending_approval',
+        error: {
+          code: 'APPROVAL_PENDING',
+          message: 'waiting for approval',
+          retryable: false,
+          nextAction: 'wait_for_approval',
+        },
+        modelMessage: pendingApprovalMessage(op.approval?.deadline),
+      };
+    case 'ready':
+      // Released, approved-but-not-run or re-armed by an operator: nothing ran.
+      return notRun('NOT_APPLIED', 'the effect did not happen');
+    case 'in_progress':
+      return unknownOutcome('OPERATION_IN_PROGRESS', 'another worker is still running this call');
+    case 'outcome_unknown':
+      return unknownOutcome('OUTCOME_UNKNOWN', 'the worker running this call stopped before it could tell');
+  }
+}
