@@ -135,11 +135,11 @@ describe('one sweeper', () => {
     for (const key of fx.controls) {
       expect(byKey(rowsAfter, key), key).toEqual(byKey(rowsBefore, key));
     }
-    // Lapse events carry the sweeper as actor and the moment of the lapse.
+    // Lapse events carry the sweeper as actor and, in detail.lapsedAt, the moment of the lapse.
     const ev = await t.db.rows<{ n: number; actors: string[]; late: number }>(sql`
       SELECT count(*)::int AS n, array_agg(DISTINCT e.actor) AS actors,
-        count(*) FILTER (WHERE e.at <> CASE e.type WHEN 'approval_expired' THEN o.approval_deadline
-          ELSE o.lease_expires_at END)::int AS late
+        count(*) FILTER (WHERE (e.detail->>'lapsedAt')::timestamptz <> CASE e.type
+          WHEN 'approval_expired' THEN o.approval_deadline ELSE o.lease_expires_at END)::int AS late
       FROM idem_events e JOIN idem_operations o ON o.scope = e.scope AND o.id = e.operation_id
       WHERE e.scope = ${S} AND e.type IN ('lease_expired', 'approval_expired')`);
     expect(ev[0]).toEqual({ n: lapses.length, actors: ['sweeper'], late: 0 });

@@ -4,6 +4,8 @@ import { sql } from 'drizzle-orm';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { Database } from '../../src/db/database.js';
 
+/** Test replies are read loosely on purpose: assertions check their shape. */
+// biome-ignore lint/suspicious/noExplicitAny: a test reads arbitrary JSON bodies
 export interface Reply<T = Record<string, any>> {
   status: number;
   body: T;
@@ -17,6 +19,7 @@ export function client(app: FastifyInstance, scope = 'orders', token?: string) {
     if (token) headers.authorization = `Bearer ${token}`;
     if (payload !== undefined) headers['content-type'] = 'application/json';
     const r = await app.inject({ method, url, payload: payload as object, headers });
+    // biome-ignore lint/suspicious/noExplicitAny: see Reply
     let body: any;
     try {
       body = r.json();

@@ -27,7 +27,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Effect } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
-import { insertEventsFrom } from './events.js';
+import { insertEventsFrom, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE } from './events.js';
 import { type OperationRow, VIEW } from './view.js';
 
 export interface BeginInput {
@@ -95,7 +95,11 @@ export async function insertOrRead(db: Database, i: BeginInput): Promise<BeginRo
 /** Take over an existing, acquirable row; nothing if the guard no longer holds. */
 export function acquireStatement(i: BeginInput): SQL {
   return sql`
-    WITH acquired AS (
+    WITH before AS (
+      -- The row as this statement's snapshot sees it: was it a lease that lapsed
+      -- before dispatch (rule A), read as ready but never written so?
+      SELECT * FROM idem_operations WHERE scope = ${i.scope} AND key = ${i.key}
+    ), acquired AS (
       UPDATE idem_operations SET
         status = 'in_progress',
         attempt = attempt + 1,
@@ -113,6 +117,14 @@ export function acquireStatement(i: BeginInput): SQL {
           OR (status = 'in_progress' AND lease_expires_at <= now()
               AND (dispatched_at IS NULL OR effect IN ('read', 'idempotent_write'))))
       RETURNING *
+    ), lapse_ev AS (
+      ${insertEventsFrom(
+        sql`before`,
+        LAPSE_EVENT_TYPE(sql`'ready'::text`),
+        'system',
+        LAPSE_EVENT_DETAIL(sql`'ready'::text`, sql`lease_expires_at`),
+        sql`status = 'in_progress' AND dispatched_at IS NULL AND EXISTS (SELECT 1 FROM acquired)`,
+      )}
     ), ev AS (
       ${insertEventsFrom(
         sql`acquired`,

@@ -24,9 +24,16 @@ export function insertEventsFrom(
     FROM ${source} WHERE ${where}`;
 }
 
-/** The event of a lapse; it is dated when it happened (lease expiry, deadline), not when written. */
+/**
+ * The event of a lapse. Like every event it is stamped when it is recorded, so
+ * the log stays append-only and oldest first; when the lapse happened (lease
+ * expiry, approval deadline) is in its detail as `lapsedAt`.
+ */
 export const LAPSE_EVENT_TYPE = (status: SQL) =>
   sql`CASE ${status} WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END`;
+export const LAPSE_EVENT_DETAIL = (status: SQL, lapsedAt: SQL) =>
+  sql`jsonb_build_object('status', ${status},
+    'lapsedAt', to_char(${lapsedAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`;
 
 interface EventRow {
   type: OperationEvent['type'];

@@ -7,7 +7,7 @@
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
-import { insertEventsFrom, LAPSE_EVENT_TYPE } from './events.js';
+import { insertEventsFrom, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE } from './events.js';
 import { ANY_LAPSE, LAPSED, type OperationRow, VIEW } from './view.js';
 
 const SET_LAPSED = sql.raw(`
@@ -31,9 +31,7 @@ function lapseStatement(where: SQL, actor: string): SQL {
         sql`lapsed`,
         LAPSE_EVENT_TYPE(sql`status`),
         actor,
-        sql`jsonb_build_object('status', status)`,
-        sql`true`,
-        sql`updated_at`,
+        LAPSE_EVENT_DETAIL(sql`status`, sql`updated_at`),
       )}
     )
     SELECT ${VIEW} FROM lapsed`;

@@ -62,7 +62,9 @@ export function complete(db: Database, c: CompleteCall): Promise<TransitionResul
 
 /** Exported for the benchmark's pgbench scripts. */
 export function completeSpec(c: CompleteCall): TransitionSpec {
-  const same = sql`(cur.status = ${c.status} AND cur.result IS NOT DISTINCT FROM ${c.result}::jsonb)`;
+  // No result and `null` are the same result: both read as `result: null`.
+  const same = sql`(cur.status = ${c.status}
+    AND COALESCE(cur.result, 'null'::jsonb) = COALESCE(${c.result}::jsonb, 'null'::jsonb))`;
   return {
     ...c,
     guard: sql`cur.lease_id = ${c.leaseId}::uuid

@@ -10,15 +10,15 @@
  *   ev   = the event of upd, or the refusal event when upd is empty
  *   lapse_ev = when upd changed a row whose lapse (rule A, approval deadline)
  *          was only read so far, the lapse's own event first (actor
- *          `system`), so the log tells every transition even when the
- *          sweeper never saw it
+ *          `system`, under the old version), so the log tells every
+ *          transition whether or not the sweeper saw it
  *
  * Guards and SET lists refer to the old row as `cur.<column>`.
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
 import { IdemError } from '../../errors.js';
-import { insertEventsFrom, LAPSE_EVENT_TYPE } from './events.js';
+import { insertEventsFrom, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE } from './events.js';
 import { LAPSED, type OperationRow, VIEW } from './view.js';
 
 export interface TransitionSpec {
@@ -75,9 +75,8 @@ export function transitionStatement(t: TransitionSpec): SQL {
         sql`cur`,
         LAPSE_EVENT_TYPE(sql`eff_status`),
         'system',
-        sql`jsonb_build_object('status', eff_status)`,
+        LAPSE_EVENT_DETAIL(sql`eff_status`, sql.raw(LAPSED.updatedAt)),
         sql`eff_status <> status AND EXISTS (SELECT 1 FROM upd)`,
-        sql.raw(LAPSED.updatedAt),
       )}
     )${event}${refusal}
     SELECT true AS changed, prev_status AS "prevStatus", NULL::boolean AS probe, ${VIEW} FROM upd
