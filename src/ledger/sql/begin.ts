@@ -27,7 +27,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Effect } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
-import { insertEventsFrom, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE } from './events.js';
+import { insertEventsFrom, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE, STAMP, STAMP_CTE } from './events.js';
 import { type OperationRow, VIEW } from './view.js';
 
 export interface BeginInput {
@@ -99,7 +99,7 @@ export function acquireStatement(i: BeginInput): SQL {
       -- The row as this statement's snapshot sees it: was it a lease that lapsed
       -- before dispatch (rule A), read as ready but never written so?
       SELECT * FROM idem_operations WHERE scope = ${i.scope} AND key = ${i.key}
-    ), acquired AS (
+    ), ${STAMP_CTE}, acquired AS (
       UPDATE idem_operations SET
         status = 'in_progress',
         attempt = attempt + 1,
@@ -124,6 +124,7 @@ export function acquireStatement(i: BeginInput): SQL {
         'system',
         LAPSE_EVENT_DETAIL(sql`'ready'::text`, sql`lease_expires_at`),
         sql`status = 'in_progress' AND dispatched_at IS NULL AND EXISTS (SELECT 1 FROM acquired)`,
+        STAMP,
       )}
     ), ev AS (
       ${insertEventsFrom(
@@ -132,6 +133,8 @@ export function acquireStatement(i: BeginInput): SQL {
         i.actor,
         sql`jsonb_build_object('owner', lease_owner, 'dispatched', dispatched_at IS NOT NULL,
               'recovered', lease_recovered)`,
+        sql`true`,
+        STAMP,
       )}
     )
     SELECT ${VIEW} FROM acquired`;

@@ -25,6 +25,15 @@ export function insertEventsFrom(
 }
 
 /**
+ * One timestamp for all the events of one statement (define the CTE
+ * `stamp AS (SELECT clock_timestamp() AS at)` and pass `STAMP` as `at`): read
+ * when the first event is written, so after the row lock, and equal for a
+ * lapse and the change that follows it, so the log reads oldest first.
+ */
+export const STAMP_CTE = sql`stamp AS (SELECT clock_timestamp() AS at)`;
+export const STAMP = sql`(SELECT at FROM stamp)`;
+
+/**
  * The event of a lapse. Like every event it is stamped when it is recorded, so
  * the log stays append-only and oldest first; when the lapse happened (lease
  * expiry, approval deadline) is in its detail as `lapsedAt`.

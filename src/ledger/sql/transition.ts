@@ -18,7 +18,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
 import { IdemError } from '../../errors.js';
-import { insertEventsFrom, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE } from './events.js';
+import { insertEventsFrom, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE, STAMP, STAMP_CTE } from './events.js';
 import { LAPSED, type OperationRow, VIEW } from './view.js';
 
 export interface TransitionSpec {
@@ -54,18 +54,18 @@ export function transitionStatement(t: TransitionSpec): SQL {
   const probe = t.probe ?? sql`NULL::boolean`;
   const refusal = t.refusal
     ? sql`, refused AS (
-        ${insertEventsFrom(sql`cur`, t.refusal.type, t.actor, t.refusal.detail, sql`NOT EXISTS (SELECT 1 FROM upd) AND ${t.refusal.when}`)}
+        ${insertEventsFrom(sql`cur`, t.refusal.type, t.actor, t.refusal.detail, sql`NOT EXISTS (SELECT 1 FROM upd) AND ${t.refusal.when}`, STAMP)}
       )`
     : sql``;
   const event = t.event
-    ? sql`, ev AS (${insertEventsFrom(sql`upd`, t.event.type, t.actor, t.event.detail)})`
+    ? sql`, ev AS (${insertEventsFrom(sql`upd`, t.event.type, t.actor, t.event.detail, sql`true`, STAMP)})`
     : sql``;
   return sql`
     WITH cur AS (
       SELECT *, ${sql.raw(LAPSED.status)} AS eff_status, (lease_expires_at > now()) AS lease_live
       FROM idem_operations WHERE scope = ${t.scope} AND key = ${t.key}
       FOR UPDATE
-    ), upd AS (
+    ), ${STAMP_CTE}, upd AS (
       UPDATE idem_operations o SET ${t.set}
       FROM cur
       WHERE o.scope = cur.scope AND o.key = cur.key AND (${t.guard})
@@ -77,6 +77,7 @@ export function transitionStatement(t: TransitionSpec): SQL {
         'system',
         LAPSE_EVENT_DETAIL(sql`eff_status`, sql.raw(LAPSED.updatedAt)),
         sql`eff_status <> status AND EXISTS (SELECT 1 FROM upd)`,
+        STAMP,
       )}
     )${event}${refusal}
     SELECT true AS changed, prev_status AS "prevStatus", NULL::boolean AS probe, ${VIEW} FROM upd
