@@ -1,0 +1,201 @@
+/**
+ * The bench's own database: created fresh per run (`idem_bench_<timestamp>`),
+ * migrated with the service's migrations, dropped at the end. Also the
+ * fixtures that are too large to make through the API (S4, S5).
+ */
+import pg from 'pg';
+import { loadConfig } from '../../src/config.js';
+import { postgresDatabase } from '../../src/db/database.js';
+import { migrateDatabase } from '../../src/db/migrate.js';
+import { LAPSED_TO_READY, LAPSED_TO_UNKNOWN } from '../../src/ledger/sql/view.js';
+
+export function withDatabaseName(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+export interface ServerInfo {
+  version: string;
+  settings: Record<string, string>;
+}
+
+export class BenchDatabase {
+  private constructor(
+    readonly adminUrl: string,
+    readonly name: string,
+    readonly url: string,
+    readonly pool: pg.Pool,
+  ) {}
+
+  /** CREATE DATABASE, then the service's own migrations. */
+  static async create(adminUrl: string, stamp: string): Promise<BenchDatabase> {
+    const name = `idem_bench_${stamp.replace(/[^0-9a-z]/gi, '').toLowerCase()}`;
+    await withClient(adminUrl, (c) => c.query(`CREATE DATABASE "${name}"`));
+    const url = withDatabaseName(adminUrl, name);
+    const db = postgresDatabase(url, loadConfig({}).db);
+    try {
+      await migrateDatabase(db, url);
+    } finally {
+      await db.close();
+    }
+    const pool = new pg.Pool({ connectionString: url, max: 3, application_name: 'idem-bench' });
+    return new BenchDatabase(adminUrl, name, url, pool);
+  }
+
+  async query<T extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<T[]> {
+    return (await this.pool.query<T>(text, params)).rows;
+  }
+
+  async serverInfo(): Promise<ServerInfo> {
+    const names = ['synchronous_commit', 'fsync', 'shared_buffers', 'max_connections', 'wal_level'];
+    const rows = await this.query<{ name: string; setting: string; unit: string | null }>(
+      'SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1)',
+      [names],
+    );
+    const version = (await this.query<{ v: string }>('SELECT version() AS v'))[0]!.v;
+    return {
+      version,
+      settings: Object.fromEntries(rows.map((r) => [r.name, r.unit ? `${r.setting} ${r.unit}` : r.setting])),
+    };
+  }
+
+  /** Both sides of a comparison start from flushed buffers, not from the other's dirty pages. */
+  async checkpoint(): Promise<void> {
+    await this.pool.query('CHECKPOINT');
+  }
+
+  async drop(): Promise<void> {
+    await this.pool.end().catch(() => {});
+    await withClient(this.adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS "${this.name}" WITH (FORCE)`));
+  }
+
+  /** Operations of `scope` whose key's second segment is `tag` (`<hex>/<tag>/...`), by stored status. */
+  async countByStatus(scope: string, tag: string): Promise<Record<string, number>> {
+    const rows = await this.query<{ status: string; n: number }>(
+      `SELECT status, count(*)::int AS n FROM idem_operations
+       WHERE scope = $1 AND split_part(key, '/', 2) = $2 GROUP BY status`,
+      [scope, tag],
+    );
+    return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+  }
+
+  /** Rows of `scope` and `tag` whose lapse rule A says is due (the service's own expressions). */
+  async dueLapses(scope: string, tag: string): Promise<number> {
+    const rows = await this.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM idem_operations
+       WHERE scope = $1 AND split_part(key, '/', 2) = $2 AND (${LAPSED_TO_READY} OR ${LAPSED_TO_UNKNOWN})`,
+      [scope, tag],
+    );
+    return rows[0]!.n;
+  }
+
+  /**
+   * S5: `count` leases that expired a minute ago, half never dispatched (they
+   * lapse to `ready`), half dispatched non-idempotent writes (to `outcome_unknown`),
+   * as a crashed fleet of workers would leave them.
+   */
+  async insertExpiredLeases(scope: string, tag: string, count: number, fingerprint: string, request: string) {
+    await this.query(
+      `INSERT INTO idem_operations (scope, key, id, fingerprint, effect, status, attempt, version,
+         lease_id, lease_owner, lease_expires_at, dispatched_at, lease_recovered, request, metadata,
+         retention_ms, created_at, updated_at)
+       SELECT $1, 'x/' || $2 || '/' || i, gen_random_uuid(), $3, 'non_idempotent_write', 'in_progress', 1, 1,
+         gen_random_uuid(), 'crashed-worker', now() - interval '1 minute' - i * interval '1 millisecond',
+         CASE WHEN i % 2 = 0 THEN now() - interval '2 minutes' END, false, $4::jsonb, '{}'::jsonb,
+         86400000, now() - interval '2 minutes', now() - interval '2 minutes'
+       FROM generate_series(1, $5::int) AS i`,
+      [scope, tag, fingerprint, request, count],
+    );
+  }
+
+  /**
+   * S4: `rows` operations (90% succeeded, 5% failed, 3% ready, 2% in progress
+   * with a live lease) and two events each, keys scattered over the key space.
+   * Indexes are dropped and rebuilt in the same transaction from their own
+   * definitions (`pg_get_indexdef`), which is ~3x faster than inserting
+   * through them and leaves the migrated schema exactly as it was.
+   */
+  async insertLargeLedger(
+    scope: string,
+    rows: number,
+    fingerprint: string,
+    request: string,
+    result: string,
+    progress: (msg: string) => void,
+  ): Promise<void> {
+    const c = await this.pool.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query(`SET LOCAL maintenance_work_mem = '256MB'`);
+      const defs = await c.query<{
+        tbl: string;
+        idx: string;
+        def: string;
+        con: string | null;
+        condef: string;
+      }>(
+        `SELECT i.indrelid::regclass::text AS tbl, i.indexrelid::regclass::text AS idx,
+           pg_get_indexdef(i.indexrelid) AS def, con.conname AS con, pg_get_constraintdef(con.oid) AS condef
+         FROM pg_index i LEFT JOIN pg_constraint con ON con.conindid = i.indexrelid AND con.contype = 'p'
+         WHERE i.indrelid IN ('idem_operations'::regclass, 'idem_events'::regclass)`,
+      );
+      for (const d of defs.rows) {
+        await c.query(d.con ? `ALTER TABLE ${d.tbl} DROP CONSTRAINT ${d.con}` : `DROP INDEX ${d.idx}`);
+      }
+      const chunk = 1_000_000;
+      for (let from = 1; from <= rows; from += chunk) {
+        const to = Math.min(rows, from + chunk - 1);
+        const t = Date.now();
+        // One statement per chunk: the events take their operation's id from RETURNING.
+        await c.query(
+          `WITH ops AS (
+             INSERT INTO idem_operations (scope, key, id, fingerprint, effect, status, attempt, version,
+               lease_id, lease_owner, lease_expires_at, dispatched_at, lease_recovered, request, result,
+               metadata, retention_ms, created_at, updated_at, completed_at, retained_until)
+             SELECT $1, to_hex((i * 2654435761) % 4294967296) || '/large/' || i, gen_random_uuid(), $2,
+               'non_idempotent_write', s.status, 1, 2, gen_random_uuid(), 'worker-7',
+               CASE WHEN s.status = 'in_progress' THEN now() + interval '2 hours' ELSE t.at + interval '30 s' END,
+               t.at, false, $3::jsonb, CASE WHEN s.status IN ('succeeded', 'failed') THEN $4::jsonb END,
+               '{}'::jsonb, 2592000000, t.at, t.at,
+               CASE WHEN s.status IN ('succeeded', 'failed') THEN t.at END,
+               CASE WHEN s.status <> 'in_progress' THEN now() + interval '29 days' END
+             FROM generate_series($5::bigint, $6::bigint) AS i,
+               LATERAL (SELECT now() - (i % 86400) * interval '1 second' AS at) t,
+               LATERAL (SELECT CASE WHEN i % 100 < 90 THEN 'succeeded' WHEN i % 100 < 95 THEN 'failed'
+                 WHEN i % 100 < 98 THEN 'ready' ELSE 'in_progress' END AS status) s
+             RETURNING scope, id, key, created_at)
+           INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
+           SELECT ops.scope, gen_random_uuid(), ops.id, ops.key, v,
+             CASE v WHEN 1 THEN 'created' ELSE 'completed' END, ops.created_at, 'anonymous', 1, '{}'::jsonb
+           FROM ops CROSS JOIN generate_series(1, 2) AS v`,
+          [scope, fingerprint, request, result, from, to],
+        );
+        progress(`  ${to.toLocaleString('en')} / ${rows.toLocaleString('en')} rows (${Date.now() - t} ms)`);
+      }
+      const t = Date.now();
+      for (const d of defs.rows) {
+        await c.query(d.con ? `ALTER TABLE ${d.tbl} ADD CONSTRAINT ${d.con} ${d.condef}` : d.def);
+      }
+      await c.query('COMMIT');
+      progress(`  indexes rebuilt (${Date.now() - t} ms)`);
+    } catch (err) {
+      await c.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      c.release();
+    }
+    await this.query('VACUUM (ANALYZE) idem_operations');
+    await this.query('VACUUM (ANALYZE) idem_events');
+  }
+}
