@@ -54,7 +54,7 @@ export function transitionStatement(t: TransitionSpec): SQL {
   const probe = t.probe ?? sql`NULL::boolean`;
   const refusal = t.refusal
     ? sql`, refused AS (
-        ${insertEventsFrom(sql`cur`, t.refusal.type, t.actor, t.refusal.detail, sql`NOT EXISTS (SELECT 1 FROM upd) AND ${t.refusal.when}`, STAMP)}
+        ${insertEventsFrom(sql`cur`, t.refusal.type, t.actor, t.refusal.detail, sql`NOT EXISTS (SELECT 1 FROM upd) AND (${t.refusal.when})`, STAMP)}
       )`
     : sql``;
   const event = t.event
