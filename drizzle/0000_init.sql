@@ -5,7 +5,7 @@ CREATE TABLE "idem_events" (
 	"key" text NOT NULL,
 	"version" integer NOT NULL,
 	"type" text NOT NULL,
-	"at" timestamp (3) with time zone NOT NULL,
+	"at" timestamp (6) with time zone NOT NULL,
 	"actor" text NOT NULL,
 	"attempt" integer NOT NULL,
 	"detail" jsonb NOT NULL,

@@ -102,7 +102,9 @@ export const events = pgTable(
     /** The operation's version after this event (unchanged for rejected calls). */
     version: integer('version').notNull(),
     type: text('type').notNull(),
-    at: tz('at').notNull(),
+    // Microseconds here: events are ordered by (version, at), and two events of one
+    // operation can fall in the same millisecond.
+    at: timestamp('at', { withTimezone: true, precision: 6 }).notNull(),
     actor: text('actor').notNull(),
     attempt: integer('attempt').notNull(),
     detail: jsonb('detail').notNull(),
