@@ -1,32 +1,10 @@
 /**
- * The one error catalogue. Every expected failure is an `IdemError` with a
+ * The one error class. Every expected failure is an `IdemError` with a
  * stable code; the HTTP layer maps it to problem+json in one place
- * (`http/problem.ts`). Anything else is a bug and becomes a bare 500.
+ * (`http/problem.ts`); status, title and retryable come from the one table,
+ * `ERRORS` in `contract/problem.ts`. Anything else is a bug and becomes a bare 500.
  */
-import { ERROR_CODES, type ErrorCode, type Operation } from './contract/index.js';
-
-const TITLES: Record<ErrorCode, string> = {
-  INVALID_ARGUMENT: 'Invalid argument',
-  UNAUTHENTICATED: 'Unauthenticated',
-  SCOPE_FORBIDDEN: 'Forbidden',
-  NOT_FOUND: 'Not found',
-  METHOD_NOT_ALLOWED: 'Method not allowed',
-  OPERATION_IN_PROGRESS: 'Operation in progress',
-  OUTCOME_UNKNOWN: 'Outcome unknown',
-  LEASE_LOST: 'Lease lost',
-  RESULT_MISMATCH: 'Result mismatch',
-  INVALID_STATE: 'Invalid state',
-  FINGERPRINT_MISMATCH: 'Fingerprint mismatch',
-  PAYLOAD_TOO_LARGE: 'Payload too large',
-  UNSUPPORTED_MEDIA_TYPE: 'Unsupported media type',
-  KEY_REUSED: 'Key reused',
-  RATE_LIMITED: 'Rate limited',
-  INTERNAL: 'Internal error',
-  UNAVAILABLE: 'Service unavailable',
-};
-
-/** Codes a client may retry as they are (same request, later). */
-const RETRYABLE: ReadonlySet<ErrorCode> = new Set(['OPERATION_IN_PROGRESS', 'RATE_LIMITED', 'UNAVAILABLE']);
+import { ERRORS, type ErrorCode, type Operation } from './contract/index.js';
 
 export interface IdemErrorExtras {
   field?: string;
@@ -50,9 +28,10 @@ export class IdemError extends Error {
     extras: IdemErrorExtras = {},
   ) {
     super(detail);
-    this.status = ERROR_CODES[code];
-    this.title = TITLES[code];
-    this.retryable = RETRYABLE.has(code);
+    const row = ERRORS[code];
+    this.status = row.status;
+    this.title = row.title;
+    this.retryable = row.retryable;
     if (extras.field !== undefined) this.field = extras.field;
     if (extras.operation !== undefined) this.operation = extras.operation;
     if (extras.retryAfter !== undefined) this.retryAfter = extras.retryAfter;

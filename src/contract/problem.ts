@@ -5,26 +5,36 @@
 import { type Static, Type } from 'typebox';
 import { Operation } from './operation.js';
 
-export const ERROR_CODES = {
-  INVALID_ARGUMENT: 400,
-  UNAUTHENTICATED: 401,
-  SCOPE_FORBIDDEN: 403,
-  NOT_FOUND: 404,
-  METHOD_NOT_ALLOWED: 405,
-  OPERATION_IN_PROGRESS: 409,
-  OUTCOME_UNKNOWN: 409,
-  LEASE_LOST: 409,
-  RESULT_MISMATCH: 409,
-  INVALID_STATE: 409,
-  FINGERPRINT_MISMATCH: 409,
-  PAYLOAD_TOO_LARGE: 413,
-  UNSUPPORTED_MEDIA_TYPE: 415,
-  KEY_REUSED: 422,
-  RATE_LIMITED: 429,
-  INTERNAL: 500,
-  UNAVAILABLE: 503,
-} as const;
-export type ErrorCode = keyof typeof ERROR_CODES;
+/** One row per code: its HTTP status, its problem title, whether the same request may be retried later. */
+export interface ErrorRow {
+  readonly status: number;
+  readonly title: string;
+  readonly retryable: boolean;
+}
+
+const row = (status: number, title: string, retryable = false): ErrorRow => ({ status, title, retryable });
+
+/** The error table, read by the server (problem+json) and by the client (classification). */
+export const ERRORS = {
+  INVALID_ARGUMENT: row(400, 'Invalid argument'),
+  UNAUTHENTICATED: row(401, 'Unauthenticated'),
+  SCOPE_FORBIDDEN: row(403, 'Forbidden'),
+  NOT_FOUND: row(404, 'Not found'),
+  METHOD_NOT_ALLOWED: row(405, 'Method not allowed'),
+  OPERATION_IN_PROGRESS: row(409, 'Operation in progress', true),
+  OUTCOME_UNKNOWN: row(409, 'Outcome unknown'),
+  LEASE_LOST: row(409, 'Lease lost'),
+  RESULT_MISMATCH: row(409, 'Result mismatch'),
+  INVALID_STATE: row(409, 'Invalid state'),
+  FINGERPRINT_MISMATCH: row(409, 'Fingerprint mismatch'),
+  PAYLOAD_TOO_LARGE: row(413, 'Payload too large'),
+  UNSUPPORTED_MEDIA_TYPE: row(415, 'Unsupported media type'),
+  KEY_REUSED: row(422, 'Key reused'),
+  RATE_LIMITED: row(429, 'Rate limited', true),
+  INTERNAL: row(500, 'Internal error'),
+  UNAVAILABLE: row(503, 'Service unavailable', true),
+} as const satisfies Record<string, ErrorRow>;
+export type ErrorCode = keyof typeof ERRORS;
 
 export const Problem = Type.Object(
   {
