@@ -9,7 +9,7 @@ import { type Config, ConfigError, loadConfig } from './config.js';
 import { openDatabase } from './db/database.js';
 import { migrateDatabase } from './db/migrate.js';
 import { buildApp, LOG_REDACT } from './http/app.js';
-import { createMetrics } from './http/metrics.js';
+import { createMetrics } from './metrics/metrics.js';
 import { scopeGaugeSource } from './ledger/sql/stats.js';
 import { Sweeper } from './ledger/sweeper.js';
 

@@ -20,7 +20,7 @@ import { migrationsApplied } from '../db/migrate.js';
 import { IdemError } from '../errors.js';
 import { registerAuth } from './auth.js';
 import { registerJsonBody } from './json-body.js';
-import { createMetrics, type Metrics } from './metrics.js';
+import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { errorHandler, sendProblem } from './problem.js';
 import { registerRateLimit } from './rate-limit.js';
 import { operationRoutes } from './routes/operations.js';

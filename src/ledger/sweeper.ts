@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { loggableError } from '../db/errors.js';
-import type { Metrics } from '../http/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { lapseBatch } from './sql/lapse.js';
 import { purgeBatch } from './sql/purge.js';
 

@@ -12,7 +12,7 @@ import { type ApiKey, hashSecret, KeyStore, newSecret } from '../../src/auth/key
 import { loadConfig } from '../../src/config.js';
 import { type Database, pgliteDatabase, postgresDatabase } from '../../src/db/database.js';
 import { buildApp, LOG_REDACT } from '../../src/http/app.js';
-import { createMetrics } from '../../src/http/metrics.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
 import { scopeGaugeSource } from '../../src/ledger/sql/stats.js';
 import { Sweeper } from '../../src/ledger/sweeper.js';
 import { client, expireLease } from '../support/http.js';
