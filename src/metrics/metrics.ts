@@ -1,10 +1,18 @@
 /**
  * Prometheus metrics, one registry per app (tests build several apps in one
- * process). Gauges that need the database are collected at scrape time.
+ * process). Below both `http/` and `ledger/`: the routes and the sweeper each
+ * count into it, and the per-scope source comes from the ledger as a function,
+ * so this module imports neither. Gauges that need the database are collected
+ * at scrape time; when it is down, a scrape still answers from what the
+ * process counted, with `idem_database_up 0`, because that is exactly when an
+ * operator looks.
  */
+import { sql } from 'drizzle-orm';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Database } from '../db/database.js';
+import { isUnavailable } from '../db/errors.js';
 
+/** The counters and histogram the routes and the sweeper update. */
 export interface Metrics {
   registry: Registry;
   beginOutcomes: Counter<'outcome'>;
@@ -14,10 +22,53 @@ export interface Metrics {
   sweeperRows: Counter<'kind'>;
 }
 
-export function createMetrics(
-  db: Database,
-  scopeGauges?: () => Promise<{ scope: string; unknown: number; oldestAgeS: number }[]>,
-): Metrics {
+/** One row of the per-scope gauges. */
+export interface ScopeGauge {
+  scope: string;
+  unknown: number;
+  oldestAgeS: number;
+}
+
+/** What one scrape learnt from the database. */
+interface Probe {
+  up: boolean;
+  rows: ScopeGauge[];
+}
+
+/** Asks the database once per scrape; a failure is an answer (down, no per-scope rows), never a failed scrape. */
+function prober(db: Database, scopeGauges?: () => Promise<ScopeGauge[]>): () => Promise<Probe> {
+  const ping = async () => {
+    await db.rows(sql`SELECT 1`);
+  };
+  const once = async (): Promise<Probe> => {
+    try {
+      if (!scopeGauges) {
+        await ping();
+        return { up: true, rows: [] };
+      }
+      return { up: true, rows: await scopeGauges() };
+    } catch (err) {
+      if (isUnavailable(err) || !scopeGauges) return { up: false, rows: [] };
+      // The gauge query failed for another reason (an unmigrated database): is the database there?
+      return ping().then(
+        () => ({ up: true, rows: [] }),
+        () => ({ up: false, rows: [] }),
+      );
+    }
+  };
+  // prom-client collects every metric concurrently, so the gauges share one probe per scrape.
+  let scrape: Promise<Probe> | undefined;
+  return () => {
+    scrape ??= once().finally(() => setImmediate(() => (scrape = undefined)));
+    return scrape;
+  };
+}
+
+/**
+ * The registry and the counters the service updates. `scopeGauges` feeds the
+ * `idem_outcome_unknown_*` gauges (the server passes the ledger's source).
+ */
+export function createMetrics(db: Database, scopeGauges?: () => Promise<ScopeGauge[]>): Metrics {
   const registry = new Registry();
   const beginOutcomes = new Counter({
     name: 'idem_begin_total',
@@ -63,32 +114,34 @@ export function createMetrics(
       this.set({ state: 'waiting' }, s.waiting);
     },
   });
+  const load = prober(db, scopeGauges);
+  new Gauge({
+    name: 'idem_database_up',
+    help: '1 when the database answered this scrape, 0 when it is unreachable',
+    registers: [registry],
+    async collect() {
+      this.set((await load()).up ? 1 : 0);
+    },
+  });
   if (scopeGauges) {
-    // prom-client collects every metric concurrently, so each gauge fills itself
-    // from one query shared by the scrape.
-    let scrape: ReturnType<typeof scopeGauges> | undefined;
-    const load = () => {
-      scrape ??= scopeGauges().finally(() => setImmediate(() => (scrape = undefined)));
-      return scrape;
-    };
     new Gauge({
       name: 'idem_outcome_unknown_operations',
-      help: 'operations in outcome_unknown, per scope',
+      help: 'operations in outcome_unknown, per scope (absent while the database is down)',
       labelNames: ['scope'] as const,
       registers: [registry],
       async collect() {
-        const rows = await load();
+        const { rows } = await load();
         this.reset();
         for (const r of rows) this.set({ scope: r.scope }, r.unknown);
       },
     });
     new Gauge({
       name: 'idem_outcome_unknown_oldest_age_seconds',
-      help: 'age of the oldest outcome_unknown operation, per scope',
+      help: 'age of the oldest outcome_unknown operation, per scope (absent while the database is down)',
       labelNames: ['scope'] as const,
       registers: [registry],
       async collect() {
-        const rows = await load();
+        const { rows } = await load();
         this.reset();
         for (const r of rows) this.set({ scope: r.scope }, r.oldestAgeS);
       },

@@ -12,9 +12,9 @@ import { type ApiKey, hashSecret, KeyStore, newSecret } from '../../src/auth/key
 import { loadConfig } from '../../src/config.js';
 import { type Database, pgliteDatabase, postgresDatabase } from '../../src/db/database.js';
 import { buildApp, LOG_REDACT } from '../../src/http/app.js';
-import { createMetrics } from '../../src/metrics/metrics.js';
 import { scopeGaugeSource } from '../../src/ledger/sql/stats.js';
 import { Sweeper } from '../../src/ledger/sweeper.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
 import { client, expireLease } from '../support/http.js';
 import { createTestApp, type TestApp } from '../support/service.js';
 
@@ -165,6 +165,43 @@ describe('metrics', () => {
       expect(oldest).toBeGreaterThanOrEqual(0);
     } finally {
       await sweeper.stop();
+      await app.close();
+    }
+  });
+});
+
+describe('metrics while the database is down', () => {
+  it('/metrics answers 200 from what the process knows, idem_database_up 0, and counts begin 503s', async () => {
+    const db = postgresDatabase(UNREACHABLE, loadConfig({}).db);
+    // Wired as the server wires it: the per-scope gauges need the database.
+    const metrics = createMetrics(db, scopeGaugeSource(db));
+    const app = await buildApp({ db, metrics });
+    try {
+      const r = await client(app, 'down').begin({ key: `down/${randomUUID()}`, request: {} });
+      expect(r.status).toBe(503);
+      const text = await scrape(app);
+      expect(sample(text, 'idem_database_up')).toBe(0);
+      expect(sample(text, 'idem_begin_total', { outcome: 'UNAVAILABLE' })).toBe(1);
+      expect(
+        sample(text, 'idem_http_request_duration_seconds_count', {
+          method: 'POST',
+          route: '/v1/scopes/:scope/operations',
+          status: '503',
+        }),
+      ).toBe(1);
+      expect(text).not.toMatch(/ECONNREFUSED|nowhere/);
+    } finally {
+      await app.close();
+      await db.close();
+    }
+  });
+
+  it('idem_database_up is 1 when the database answers', async () => {
+    const metrics = createMetrics(t.db, scopeGaugeSource(t.db));
+    const app = await buildApp({ db: t.db, metrics });
+    try {
+      expect(sample(await scrape(app), 'idem_database_up')).toBe(1);
+    } finally {
       await app.close();
     }
   });

@@ -21,6 +21,7 @@ import { listEvents } from '../../ledger/sql/events.js';
 import { readById, readByKey } from '../../ledger/sql/read.js';
 import { toOperation } from '../../ledger/sql/view.js';
 import { authorize } from '../auth.js';
+import { toIdemError } from '../problem.js';
 import { KeyParams, problems, ScopeParams } from './common.js';
 
 const IdParams = Type.Object({ id: Type.String({ format: 'uuid' }) });
@@ -60,7 +61,8 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
         if (r.retryAfter !== undefined) reply.header('retry-after', String(r.retryAfter));
         return reply.code(r.status).send(r.body);
       } catch (err) {
-        if (err instanceof IdemError) deps.onBegin?.(err.code);
+        // As the reply will say it: a database outage counts as UNAVAILABLE, a bug as INTERNAL.
+        deps.onBegin?.(toIdemError(err)?.code ?? 'INTERNAL');
         throw err;
       }
     },
