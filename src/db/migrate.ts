@@ -1,7 +1,8 @@
 /**
  * Applies the drizzle-kit migrations in `drizzle/`. Runs at start and with
  * `npm run migrate`. On Postgres, replicas starting together serialise on an
- * advisory lock held by one dedicated connection (not the hot path).
+ * advisory lock held by one dedicated connection (not the hot path). On Citus
+ * (detected by its extension) the tables are then distributed by `scope`.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +11,7 @@ import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import pg from 'pg';
+import { distributeOnCitus } from './citus.js';
 import type { Database } from './database.js';
 
 /** The folder sits two levels above this file, in `src/db` and in `dist/db` alike. */
@@ -38,6 +40,7 @@ export async function migrateDatabase(db: Database, databaseUrl?: string): Promi
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     await migratePg(drizzlePg({ client }), { migrationsFolder: MIGRATIONS_FOLDER });
+    await distributeOnCitus(client);
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
     await client.end();

@@ -1,13 +1,15 @@
 /**
  * One isolated database per test file: on Postgres a clone of the migrated
  * template (CREATE DATABASE ... TEMPLATE), on the embedded engine a fresh
- * in-memory PGlite with the migrations applied.
+ * in-memory PGlite with the migrations applied, on Citus a schema of its own
+ * with the tables distributed (citus.ts).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { type Database, pgliteDatabase, postgresDatabase } from '../../src/db/database.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
+import { createCitusSchema, dropCitusSchema, withSearchPath } from './citus.js';
 import { currentEngine } from './engine.js';
 import { templateName, withDatabase } from './global-setup.js';
 
@@ -30,6 +32,19 @@ async function withAdmin<T>(url: string, fn: (c: pg.Client) => Promise<T>): Prom
   }
 }
 
+async function cloneTemplate(url: string, name: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      await withAdmin(url, (c) => c.query(`CREATE DATABASE "${name}" TEMPLATE "${templateName()}"`));
+      return;
+    } catch (err) {
+      // 55006: the template is being copied by a parallel test file right now.
+      if ((err as { code?: string }).code !== '55006' || i > 50) throw err;
+      await new Promise((r) => setTimeout(r, 50 + Math.random() * 100));
+    }
+  }
+}
+
 /** `settings` adjusts the pools (e.g. a longer wait for a connection on a loaded test machine). */
 export async function createTestDatabase(
   overrides: Partial<ReturnType<typeof loadConfig>['db']> = {},
@@ -48,17 +63,9 @@ export async function createTestDatabase(
     };
   }
   const name = `idem_t_${randomBytes(6).toString('hex')}`;
-  for (let i = 0; ; i++) {
-    try {
-      await withAdmin(engine.url, (c) => c.query(`CREATE DATABASE "${name}" TEMPLATE "${templateName()}"`));
-      break;
-    } catch (err) {
-      // 55006: the template is being copied by a parallel test file right now.
-      if ((err as { code?: string }).code !== '55006' || i > 50) throw err;
-      await new Promise((r) => setTimeout(r, 50 + Math.random() * 100));
-    }
-  }
-  const url = withDatabase(engine.url, name);
+  if (engine.citus) await createCitusSchema(engine.url, name);
+  else await cloneTemplate(engine.url, name);
+  const url = engine.citus ? withSearchPath(engine.url, name) : withDatabase(engine.url, name);
   const pools: Database[] = [];
   const open = (s: Partial<typeof settings> = {}) => {
     const d = postgresDatabase(url, { ...settings, ...s });
@@ -72,7 +79,8 @@ export async function createTestDatabase(
     openAnother: open,
     drop: async () => {
       await Promise.all(pools.map((p) => p.close().catch(() => {})));
-      await withAdmin(engine.url, (c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
+      if (engine.citus) await dropCitusSchema(engine.url, name);
+      else await withAdmin(engine.url, (c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
     },
   };
 }

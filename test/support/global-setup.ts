@@ -1,6 +1,8 @@
 /**
  * vitest global setup: picks the engine, and on Postgres builds one template
- * database from the migrations; every test file clones it (see db.ts).
+ * database from the migrations; every test file clones it (see db.ts). On
+ * Citus the migrations run on the coordinator's database itself and every test
+ * file gets a schema instead (see citus.ts).
  */
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -9,6 +11,7 @@ import type { TestProject } from 'vitest/node';
 import { loadConfig } from '../../src/config.js';
 import { postgresDatabase } from '../../src/db/database.js';
 import { MIGRATIONS_FOLDER, migrateDatabase } from '../../src/db/migrate.js';
+import { checkCoordinator } from './citus.js';
 import type { TestEngine } from './engine.js';
 
 let stopContainer: (() => Promise<void>) | undefined;
@@ -28,6 +31,17 @@ async function dockerAnswers(): Promise<boolean> {
 
 async function pickEngine(): Promise<TestEngine> {
   if (process.env.IDEM_TEST_ENGINE === 'pglite') return { kind: 'pglite' };
+  if (process.env.IDEM_TEST_ENGINE === 'citus') {
+    const url = process.env.IDEM_CITUS_URL || process.env.DATABASE_URL;
+    if (!url)
+      throw new Error('IDEM_TEST_ENGINE=citus needs the coordinator URL in IDEM_CITUS_URL or DATABASE_URL');
+    return {
+      kind: 'postgres',
+      url,
+      source: process.env.IDEM_CITUS_URL ? 'IDEM_CITUS_URL' : 'DATABASE_URL',
+      citus: true,
+    };
+  }
   if (process.env.DATABASE_URL)
     return { kind: 'postgres', url: process.env.DATABASE_URL, source: 'DATABASE_URL' };
   if (await dockerAnswers()) {
@@ -85,7 +99,17 @@ async function buildTemplate(url: string): Promise<void> {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const engine = await pickEngine();
   project.provide('testEngine', engine);
-  if (engine.kind === 'postgres') {
+  if (engine.kind === 'postgres' && engine.citus) {
+    const workers = await checkCoordinator(engine.url);
+    console.log(`[idem tests] engine: Citus (${engine.source}), coordinator and ${workers} worker(s)`);
+    // The real migrator, distribution included, on the coordinator's database.
+    const db = postgresDatabase(engine.url, loadConfig({}).db);
+    try {
+      await migrateDatabase(db, engine.url);
+    } finally {
+      await db.close();
+    }
+  } else if (engine.kind === 'postgres') {
     console.log(`[idem tests] engine: Postgres (${engine.source})`);
     await buildTemplate(engine.url);
   } else {
