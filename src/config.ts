@@ -15,6 +15,8 @@ export interface Config {
     statementTimeoutMs: number;
     lockTimeoutMs: number;
     idleInTransactionTimeoutMs: number;
+    /** Hot-path statements as named prepared statements (off for poolers that cannot keep them). */
+    prepared: boolean;
   };
   keysFile: string | undefined;
   sweep: { intervalMs: number; batchSize: number; purgeBatchSize: number; enabled: boolean };
@@ -73,6 +75,7 @@ export function loadConfig(env: Env = process.env): Config {
       statementTimeoutMs: int(env, 'IDEM_DB_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000),
       lockTimeoutMs: int(env, 'IDEM_DB_LOCK_TIMEOUT_MS', 2000, 100, 600_000),
       idleInTransactionTimeoutMs: int(env, 'IDEM_DB_IDLE_TX_TIMEOUT_MS', 10_000, 100, 600_000),
+      prepared: bool(env, 'IDEM_DB_PREPARED', true),
     },
     keysFile: env.IDEM_KEYS_FILE || undefined,
     sweep: {

@@ -11,7 +11,9 @@ import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import pg from 'pg';
 import type { Config } from '../config.js';
+import { lockDataDir } from './data-dir-lock.js';
 import { isRerunnable } from './errors.js';
+import { bind, type Statement } from './statement.js';
 
 export type EngineKind = 'postgres' | 'pglite';
 
@@ -25,6 +27,11 @@ export interface Database {
   readonly kind: EngineKind;
   /** Runs one statement and returns its rows. */
   rows<T>(query: SQL): Promise<T[]>;
+  /**
+   * Runs a hot-path statement with its parameters: a named prepared statement
+   * on Postgres (parsed and planned once per connection) unless turned off.
+   */
+  run<T>(st: Statement, values: Readonly<Record<string, unknown>>): Promise<T[]>;
   /** The drizzle handle, for the migrator. */
   readonly drizzle: ReturnType<typeof drizzlePg> | ReturnType<typeof drizzlePglite>;
   poolStats(): PoolStats;
@@ -59,34 +66,51 @@ export function createPgPool(url: string, s: DbSettings, onError?: (err: Error) 
 /** Re-runs of a statement the database rolled back (serialization failure, deadlock). */
 const RERUNS = 4;
 
+/** Re-runs a statement the database rolled back; each is atomic, so re-running is safe. */
+async function rerunning<T>(run: () => Promise<T>): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (i >= RERUNS || !isRerunnable(err)) throw err;
+      // Full jitter: two sweepers that deadlocked must not collide again in step.
+      await new Promise((r) => setTimeout(r, Math.random() * 20 * 2 ** i));
+    }
+  }
+}
+
 export function postgresDatabase(url: string, s: DbSettings, onError?: (err: Error) => void): Database {
   const pool = createPgPool(url, s, onError);
   const db = drizzlePg({ client: pool });
+  const named = s.prepared;
   return {
     kind: 'postgres',
     drizzle: db,
-    async rows<T>(query: SQL) {
-      for (let i = 0; ; i++) {
-        try {
-          const res = await db.execute(query);
-          return res.rows as T[];
-        } catch (err) {
-          if (i >= RERUNS || !isRerunnable(err)) throw err;
-          // Full jitter: two sweepers that deadlocked must not collide again in step.
-          await new Promise((r) => setTimeout(r, Math.random() * 20 * 2 ** i));
-        }
-      }
+    rows: <T>(query: SQL) => rerunning(async () => (await db.execute(query)).rows as T[]),
+    run: <T>(st: Statement, values: Readonly<Record<string, unknown>>) => {
+      const query = { name: named ? st.name : undefined, text: st.text, values: bind(st, values) };
+      return rerunning(async () => (await pool.query(query)).rows as T[]);
     },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: () => pool.end(),
   };
 }
 
-/** The embedded engine. PGlite serialises every query: fine for one process, not for load. */
+/**
+ * The embedded engine. PGlite serialises every query: fine for one process, not for load.
+ * A data folder is locked for this process (a second one gets a `ConfigError` naming it).
+ */
 export async function pgliteDatabase(dataDir: string | undefined): Promise<Database> {
   const { PGlite } = await import('@electric-sql/pglite');
-  const client: PGlite = dataDir ? new PGlite(dataDir) : new PGlite();
-  await client.waitReady;
+  const unlock = dataDir ? lockDataDir(dataDir) : () => {};
+  let client: PGlite;
+  try {
+    client = dataDir ? new PGlite(dataDir) : new PGlite();
+    await client.waitReady;
+  } catch (err) {
+    unlock();
+    throw err;
+  }
   const db = drizzlePglite({ client });
   return {
     kind: 'pglite',
@@ -95,8 +119,12 @@ export async function pgliteDatabase(dataDir: string | undefined): Promise<Datab
       const res = await db.execute(query);
       return res.rows as T[];
     },
+    async run<T>(st: Statement, values: Readonly<Record<string, unknown>>) {
+      const res = await client.query<T>(st.text, bind(st, values));
+      return res.rows;
+    },
     poolStats: () => ({ total: 1, idle: 1, waiting: 0 }),
-    close: () => client.close(),
+    close: () => client.close().finally(unlock),
   };
 }
 

@@ -8,16 +8,15 @@ import {
   type BeginBody,
   type BeginResponse,
   LEASE_MS,
-  type Lease,
   LIMITS,
   RETENTION_MS,
 } from '../contract/index.js';
 import type { Database } from '../db/database.js';
 import { IdemError, invalid } from '../errors.js';
 import { canonicalJson, checkJsonValue, fingerprintOf } from './json-value.js';
-import { acquire, insertOrRead } from './sql/begin.js';
-import { lapseOne } from './sql/lapse.js';
-import { iso, type OperationRow, toOperation } from './sql/view.js';
+import { leaseOf, toOperation } from './operation.js';
+import { acquire, insertOrRead, lapseOne, type NewOperation } from './sql/begin.js';
+import type { OperationRow } from './sql/row.js';
 
 /** Seconds a client should wait before asking again about a pending approval. */
 const PENDING_RETRY_AFTER_S = 5;
@@ -30,10 +29,6 @@ export interface BeginResult {
   /** `Retry-After` seconds, for pending approvals. */
   retryAfter?: number;
   replayed?: boolean;
-}
-
-export function leaseOf(row: OperationRow): Lease {
-  return { id: row.leaseId!, attempt: row.attempt, expiresAt: iso(row.leaseExpiresAt)! };
 }
 
 /** Validates what the schema cannot say and computes the fingerprint. */
@@ -61,14 +56,12 @@ export async function begin(
   actor: string,
 ): Promise<BeginResult> {
   const p = prepare(body);
-  const leaseId = body.leaseId ?? randomUUID();
-  const input = {
+  const input: NewOperation = {
     scope,
     key: body.key,
-    newId: randomUUID(),
     fingerprint: p.fingerprint,
     effect: body.effect ?? 'unclassified',
-    leaseId,
+    leaseId: body.leaseId ?? randomUUID(),
     leaseMs: body.leaseMs ?? LEASE_MS.default,
     dispatch: body.dispatch ?? true,
     owner: body.owner ?? null,
@@ -80,80 +73,85 @@ export async function begin(
     actor,
   };
 
+  // A row to decide on without reading it again (what a refused take-over saw).
+  let seen: OperationRow | undefined;
   for (let round = 0; round < MAX_ROUNDS; round++) {
-    const row = await insertOrRead(db, input);
-    if (!row) continue; // a concurrent insert not yet visible to our snapshot
-    const operation = toOperation(row);
-
-    if (row.via === 'written') {
-      if (row.status === 'pending_approval') {
-        return {
-          status: 202,
-          body: { outcome: 'pending_approval', operation },
-          retryAfter: PENDING_RETRY_AFTER_S,
-        };
-      }
-      return { status: 201, body: { outcome: 'acquired', operation, lease: leaseOf(row) } };
+    let row = seen;
+    seen = undefined;
+    if (!row) {
+      const found = await insertOrRead(db, input);
+      if (!found) continue; // a concurrent insert not yet visible to our snapshot
+      if (found.via === 'written') return created(found);
+      row = found;
     }
-
     // The key exists. The fingerprint is checked before anything else.
     if (row.fingerprint !== input.fingerprint) {
-      throw new IdemError('KEY_REUSED', 'this key was used with a different request', { operation });
+      throw new IdemError('KEY_REUSED', 'this key was used with a different request', {
+        operation: toOperation(row),
+      });
     }
     // Acquirable: released, approved, re-armed, lapsed before dispatch (all read as
     // `ready`), or dispatched read/idempotent work whose lease ran out.
     if (row.status === 'ready' || (row.status === 'in_progress' && row.leaseExpired)) {
-      const taken = await acquire(db, input);
-      if (!taken) continue; // another writer changed it first: look again
-      const res: BeginResponse = {
-        outcome: 'acquired',
-        operation: toOperation(taken),
-        lease: leaseOf(taken),
-      };
-      if (taken.leaseRecovered) res.recovered = true;
+      const taken = await acquire(db, input).catch((err) => {
+        if (err instanceof IdemError && err.code === 'NOT_FOUND') return undefined; // purged meanwhile
+        throw err;
+      });
+      if (!taken) continue;
+      if (!taken.changed) {
+        seen = taken.row; // another writer changed it first: decide on what it left
+        continue;
+      }
+      const res: BeginResponse = { outcome: 'acquired', operation: toOperation(taken.row), lease: leaseOf(taken.row) };
+      if (taken.row.leaseRecovered) res.recovered = true;
       return { status: 200, body: res };
     }
-    switch (row.status) {
-      case 'in_progress': {
-        if (row.leaseId === leaseId) {
-          // The same lease again: a begin whose response was lost, retried.
-          const res: BeginResponse = { outcome: 'acquired', operation, lease: leaseOf(row) };
-          if (row.leaseRecovered) res.recovered = true;
-          return { status: 200, body: res };
-        }
-        throw new IdemError('OPERATION_IN_PROGRESS', 'another holder has a live lease on this operation', {
-          operation,
-          retryAfter: row.leaseSecondsLeft ?? 1,
-        });
-      }
-      case 'pending_approval':
-        return {
-          status: 202,
-          body: { outcome: 'pending_approval', operation },
-          retryAfter: PENDING_RETRY_AFTER_S,
-        };
-      case 'outcome_unknown': {
-        const written =
-          row.storedStatus === 'in_progress' ? await lapseOne(db, scope, body.key, 'system') : undefined;
-        throw new IdemError(
-          'OUTCOME_UNKNOWN',
-          'the outcome is unknown; it must be resolved before it can run again',
-          {
-            operation: written ? toOperation(written) : operation,
-          },
-        );
-      }
-      default: {
-        // succeeded, failed, rejected: replay the stored outcome.
-        const written =
-          row.storedStatus === 'pending_approval' ? await lapseOne(db, scope, body.key, 'system') : undefined;
-        return {
-          status: 200,
-          body: { outcome: 'replayed', operation: written ? toOperation(written) : operation },
-          replayed: true,
-        };
-      }
-    }
+    return existing(db, row, input.leaseId);
   }
   throw new IdemError('UNAVAILABLE', 'the operation changed under too many concurrent writers; retry');
+}
+
+/** A new key: the lease, or the pending approval. */
+function created(row: OperationRow): BeginResult {
+  const operation = toOperation(row);
+  if (row.status === 'pending_approval') {
+    return { status: 202, body: { outcome: 'pending_approval', operation }, retryAfter: PENDING_RETRY_AFTER_S };
+  }
+  return { status: 201, body: { outcome: 'acquired', operation, lease: leaseOf(row) } };
+}
+
+/** An existing key that cannot be acquired now: the begin table's other rows. */
+async function existing(db: Database, row: OperationRow, leaseId: string): Promise<BeginResult> {
+  const operation = toOperation(row);
+  switch (row.status) {
+    case 'in_progress': {
+      if (row.leaseId === leaseId) {
+        // The same lease again: a begin whose response was lost, retried.
+        const res: BeginResponse = { outcome: 'acquired', operation, lease: leaseOf(row) };
+        if (row.leaseRecovered) res.recovered = true;
+        return { status: 200, body: res };
+      }
+      throw new IdemError('OPERATION_IN_PROGRESS', 'another holder has a live lease on this operation', {
+        operation,
+        retryAfter: row.leaseSecondsLeft ?? 1,
+      });
+    }
+    case 'pending_approval':
+      return { status: 202, body: { outcome: 'pending_approval', operation }, retryAfter: PENDING_RETRY_AFTER_S };
+    case 'outcome_unknown': {
+      const written = row.storedStatus === 'in_progress' ? await lapseOne(db, row.scope, row.key) : undefined;
+      throw new IdemError('OUTCOME_UNKNOWN', 'the outcome is unknown; it must be resolved before it can run again', {
+        operation: written ? toOperation(written) : operation,
+      });
+    }
+    default: {
+      // succeeded, failed, rejected: replay the stored outcome.
+      const written = row.storedStatus === 'pending_approval' ? await lapseOne(db, row.scope, row.key) : undefined;
+      return {
+        status: 200,
+        body: { outcome: 'replayed', operation: written ? toOperation(written) : operation },
+        replayed: true,
+      };
+    }
+  }
 }

@@ -6,10 +6,10 @@
 import { LEASE_MS, LIMITS, type OperationResponse } from '../contract/index.js';
 import type { Database } from '../db/database.js';
 import { IdemError } from '../errors.js';
-import { leaseOf } from './begin.js';
 import { canonicalJson } from './json-value.js';
+import { leaseOf, toOperation } from './operation.js';
 import * as sqlHolder from './sql/lease-holder.js';
-import { type OperationRow, toOperation } from './sql/view.js';
+import type { OperationRow } from './sql/row.js';
 
 export interface HolderTarget {
   scope: string;
@@ -68,7 +68,10 @@ export async function complete(
 }
 
 /** The effect did not happen: back to `ready`. Repeating it is harmless. */
-export async function release(db: Database, t: HolderTarget): Promise<OperationResponse> {
+/** Why a holder ended its lease (release, unknown), kept in the event's detail. */
+export type EndTarget = HolderTarget & { reason?: string };
+
+export async function release(db: Database, t: EndTarget): Promise<OperationResponse> {
   const r = await sqlHolder.release(db, t);
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
@@ -79,7 +82,7 @@ export async function release(db: Database, t: HolderTarget): Promise<OperationR
 }
 
 /** The holder cannot tell whether the effect happened. Repeating it is harmless. */
-export async function unknown(db: Database, t: HolderTarget): Promise<OperationResponse> {
+export async function unknown(db: Database, t: EndTarget): Promise<OperationResponse> {
   const r = await sqlHolder.markUnknown(db, t);
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);

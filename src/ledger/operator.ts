@@ -8,7 +8,7 @@ import { IdemError } from '../errors.js';
 import { canonicalJson } from './json-value.js';
 import * as sqlOperator from './sql/operator.js';
 import type { TransitionResult } from './sql/transition.js';
-import { toOperation } from './sql/view.js';
+import { toOperation } from './operation.js';
 
 export interface OperatorTarget {
   scope: string;

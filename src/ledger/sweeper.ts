@@ -25,12 +25,10 @@ export interface SweepResult {
 export async function sweepOnce(db: Database, s: Config['sweep'], actor = 'sweeper'): Promise<SweepResult> {
   const out: SweepResult = { leaseExpired: 0, approvalExpired: 0, purged: 0 };
   for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
-    const rows = await lapseBatch(db, s.batchSize, actor);
-    for (const r of rows) {
-      if (r.status === 'rejected') out.approvalExpired++;
-      else out.leaseExpired++;
-    }
-    if (rows.length < s.batchSize) break;
+    const lapsed = await lapseBatch(db, s.batchSize, actor);
+    out.approvalExpired += lapsed.approvalExpired;
+    out.leaseExpired += lapsed.n - lapsed.approvalExpired;
+    if (lapsed.n < s.batchSize) break;
   }
   for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
     const n = await purgeBatch(db, s.purgeBatchSize);
@@ -44,6 +42,8 @@ export class Sweeper {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
+  /** Failing since the last pass that worked: an outage is logged once, and its end once. */
+  private failing = false;
 
   constructor(
     private readonly db: Database,
@@ -77,10 +77,16 @@ export class Sweeper {
       this.metrics?.sweeperRows.inc({ kind: 'lease_expired' }, r.leaseExpired);
       this.metrics?.sweeperRows.inc({ kind: 'approval_expired' }, r.approvalExpired);
       this.metrics?.sweeperRows.inc({ kind: 'purged' }, r.purged);
+      if (this.failing) this.log.info('sweep recovered');
+      this.failing = false;
       if (r.leaseExpired + r.approvalExpired + r.purged > 0) this.log.info(r, 'sweep');
     } catch (err) {
       this.metrics?.sweeperRuns.inc({ result: 'error' });
-      this.log.warn({ err: loggableError(err) }, 'sweep failed; will retry');
+      // Every second for the length of an outage would bury the one line that matters;
+      // idem_sweeper_runs_total{result="error"} keeps the count.
+      if (!this.failing)
+        this.log.warn({ err: loggableError(err) }, 'sweep failed; retrying quietly until it works');
+      this.failing = true;
     }
   }
 

@@ -1,40 +1,42 @@
 /**
- * begin's two statements.
+ * begin's statements.
  *
- * 1. `beginStatement`: claim a new key through the unique key
+ * 1. `BEGIN_INSERT`: claim a new key through the unique key
  *    (`INSERT ... ON CONFLICT DO NOTHING`), never check-then-insert; when the
  *    key exists, the same statement reads the row back. An existing key costs
  *    no write, no lock and no commit flush: replays and "in progress" answers
  *    are reads.
  *
- * 2. `acquireStatement`: take over an existing row, one guarded UPDATE whose
- *    WHERE is the whole rule, re-checked by Postgres on the newest row version:
+ * 2. `ACQUIRE`: take over an existing row, one guarded transition whose guard
+ *    is the whole rule, checked on the locked, newest row version:
  *
  *      fingerprint matches AND (
- *        ready                                                    -> acquire
- *        in_progress, lease expired, never dispatched (rule A)    -> acquire
- *        in_progress, lease expired, dispatched, read/idempotent  -> acquire, recovered)
+ *        ready (released, approved, re-armed, or lapsed before dispatch) -> acquire
+ *        in_progress, lease expired, dispatched, read/idempotent         -> acquire, recovered)
  *
- *    If another writer got there first, it matches nothing and begin reads again.
+ *    When it does not hold, the statement answers with the row as it now is.
  *
  *   begin ──▶ INSERT ... ON CONFLICT DO NOTHING ──┬─ inserted: created (in_progress | pending_approval)
  *                                                 └─ conflict: read back ──▶ decide
- *                                                        acquirable? ──▶ guarded UPDATE (or read again)
+ *                                                        acquirable? ──▶ ACQUIRE ──▶ acquired, or decide again
  *
  * The read arm uses the statement's snapshot: a concurrent insert that is not
  * yet visible finds nothing, and the caller runs the statement again.
+ *
+ * 3. `LAPSE`: write the lapse a read already shows (an unknown outcome or an
+ *    expired approval about to be answered), so lists and the log agree.
  */
-import { type SQL, sql } from 'drizzle-orm';
+import { randomUUID } from 'node:crypto';
 import type { Effect } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
-import { insertEventsFrom, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE, STAMP, STAMP_CTE } from './events.js';
-import { type OperationRow, VIEW } from './view.js';
+import { statement } from '../../db/statement.js';
+import { insertEvent } from './events.js';
+import { CLOCK, columnsOf, effectiveOf, fromDb, lapsedColumns, type OperationRow, projection } from './row.js';
+import { type TransitionResult, transition, transitionStatement } from './transition.js';
 
-export interface BeginInput {
+export interface NewOperation {
   scope: string;
   key: string;
-  /** Service-made UUID of the row, if this call creates it. */
-  newId: string;
   fingerprint: string;
   effect: Effect;
   leaseId: string;
@@ -52,95 +54,125 @@ export interface BeginInput {
 
 export type BeginRow = OperationRow & { via: 'written' | 'read' };
 
-/** Insert a new key, or read the existing row (exported for the benchmark's pgbench scripts). */
-export function beginStatement(i: BeginInput): SQL {
-  const approval = i.requireApproval;
-  return sql`
-    WITH written AS (
-      INSERT INTO idem_operations (
-        scope, key, id, fingerprint, effect, status, attempt, version,
-        lease_id, lease_owner, lease_expires_at, dispatched_at, lease_recovered,
-        request, metadata, approval_state, approval_deadline, retention_ms, created_at, updated_at)
-      VALUES (
-        ${i.scope}, ${i.key}, ${i.newId}::uuid, ${i.fingerprint}, ${i.effect},
-        ${approval ? 'pending_approval' : 'in_progress'}, ${approval ? 0 : 1}::int, 1,
-        ${approval ? null : i.leaseId}::uuid, ${i.owner},
-        ${approval ? null : i.leaseMs}::int * interval '1 millisecond' + now(),
-        CASE WHEN ${!approval && i.dispatch}::boolean THEN now() END, false,
-        ${i.request}::jsonb, ${i.metadata}::jsonb,
-        ${approval ? 'pending' : null}::text,
-        ${approval ? i.approvalTimeoutMs : null}::bigint * interval '1 millisecond' + now(),
-        ${i.retentionMs}::bigint, now(), now())
-      ON CONFLICT (scope, key) DO NOTHING
-      RETURNING *
-    ), ev AS (
-      ${insertEventsFrom(
-        sql`written`,
-        sql`'created'`,
-        i.actor,
-        sql`jsonb_build_object('status', status, 'owner', lease_owner, 'dispatched', dispatched_at IS NOT NULL)`,
-      )}
-    )
-    SELECT 'written' AS via, ${VIEW} FROM written
+/** Exported for the benchmark's pgbench scripts. */
+export const BEGIN_INSERT = statement(
+  'begin_insert',
+  `
+  WITH written AS (
+    INSERT INTO idem_operations (
+      scope, key, id, fingerprint, effect, status, attempt, version,
+      lease_id, lease_owner, lease_expires_at, dispatched_at, lease_recovered,
+      request, metadata, approval_state, approval_deadline, retention_ms, created_at, updated_at)
+    VALUES (
+      $scope, $key, $id::uuid, $fingerprint, $effect, $status, $attempt::int, 1,
+      $leaseId::uuid, $owner::text, now() + $leaseMs::int * interval '1 millisecond',
+      CASE WHEN $dispatch::boolean THEN now() END, false,
+      $request::jsonb, $metadata::jsonb, $approvalState::text,
+      now() + $approvalMs::bigint * interval '1 millisecond',
+      $retentionMs::bigint, now(), now())
+    ON CONFLICT (scope, key) DO NOTHING
+    RETURNING *
+  ), ev AS (
+    ${insertEvent({
+      from: 'written w',
+      row: 'w',
+      id: '$eventId::uuid',
+      type: `'created'`,
+      at: 'w.created_at',
+      actor: '$actor::text',
+      detail: `jsonb_build_object('status', w.status, 'owner', w.lease_owner, 'dispatched', w.dispatched_at IS NOT NULL)`,
+    })}
+  ), found AS (
+    SELECT 'written' AS via, ${columnsOf('w')} FROM written w
     UNION ALL
-    SELECT 'read' AS via, ${VIEW} FROM idem_operations
-    WHERE scope = ${i.scope} AND key = ${i.key} AND NOT EXISTS (SELECT 1 FROM written)`;
+    SELECT 'read', ${columnsOf('o')} FROM idem_operations o
+    WHERE o.scope = $scope AND o.key = $key AND NOT EXISTS (SELECT 1 FROM written)
+  )
+  SELECT r.via, ${projection('r')}
+  FROM found r CROSS JOIN ${CLOCK} ${effectiveOf('r')}`,
+);
+
+/** Insert a new key, or read the existing row. */
+export async function insertOrRead(db: Database, i: NewOperation): Promise<BeginRow | undefined> {
+  const rows = await db.run<Record<string, unknown>>(BEGIN_INSERT, beginValues(i));
+  return rows[0] ? fromDb<BeginRow>(rows[0]) : undefined;
 }
 
-export async function insertOrRead(db: Database, i: BeginInput): Promise<BeginRow | undefined> {
-  const rows = await db.rows<BeginRow>(beginStatement(i));
-  return rows[0];
+/** The values of `BEGIN_INSERT`, by parameter name (exported for the benchmark). */
+export function beginValues(i: NewOperation, ids = { id: randomUUID(), eventId: randomUUID() }) {
+  const approval = i.requireApproval;
+  return {
+    ...ids,
+    scope: i.scope,
+    key: i.key,
+    fingerprint: i.fingerprint,
+    effect: i.effect,
+    status: approval ? 'pending_approval' : 'in_progress',
+    attempt: approval ? 0 : 1,
+    leaseId: approval ? null : i.leaseId,
+    owner: i.owner,
+    leaseMs: approval ? null : i.leaseMs,
+    dispatch: !approval && i.dispatch,
+    request: i.request,
+    metadata: i.metadata,
+    approvalState: approval ? 'pending' : null,
+    approvalMs: approval ? i.approvalTimeoutMs : null,
+    retentionMs: i.retentionMs,
+    actor: i.actor,
+  };
 }
 
-/** Take over an existing, acquirable row; nothing if the guard no longer holds. */
-export function acquireStatement(i: BeginInput): SQL {
-  return sql`
-    WITH before AS (
-      -- The row as this statement's snapshot sees it: was it a lease that lapsed
-      -- before dispatch (rule A), read as ready but never written so?
-      SELECT * FROM idem_operations WHERE scope = ${i.scope} AND key = ${i.key}
-    ), ${STAMP_CTE}, acquired AS (
-      UPDATE idem_operations SET
-        status = 'in_progress',
-        attempt = attempt + 1,
-        version = version + 1,
-        lease_id = ${i.leaseId}::uuid,
-        lease_owner = ${i.owner},
-        lease_expires_at = now() + ${i.leaseMs}::int * interval '1 millisecond',
-        dispatched_at = CASE WHEN ${i.dispatch}::boolean THEN now() END,
-        -- SET sees the old row: recovered means a dispatched lease ran out.
-        lease_recovered = (status = 'in_progress' AND dispatched_at IS NOT NULL),
-        updated_at = now(),
-        retained_until = NULL
-      WHERE scope = ${i.scope} AND key = ${i.key} AND fingerprint = ${i.fingerprint}
-        AND (status = 'ready'
-          OR (status = 'in_progress' AND lease_expires_at <= now()
-              AND (dispatched_at IS NULL OR effect IN ('read', 'idempotent_write'))))
-      RETURNING *
-    ), lapse_ev AS (
-      ${insertEventsFrom(
-        sql`before`,
-        LAPSE_EVENT_TYPE(sql`'ready'::text`),
-        'system',
-        LAPSE_EVENT_DETAIL(sql`'ready'::text`, sql`lease_expires_at`),
-        sql`status = 'in_progress' AND dispatched_at IS NULL AND EXISTS (SELECT 1 FROM acquired)`,
-        STAMP,
-      )}
-    ), ev AS (
-      ${insertEventsFrom(
-        sql`acquired`,
-        sql`'acquired'`,
-        i.actor,
-        sql`jsonb_build_object('owner', lease_owner, 'dispatched', dispatched_at IS NOT NULL,
-              'recovered', lease_recovered)`,
-        sql`true`,
-        STAMP,
-      )}
-    )
-    SELECT ${VIEW} FROM acquired`;
+const ACQUIRE = transitionStatement({
+  name: 'acquire',
+  prepare: `c.now + $leaseMs::int * interval '1 millisecond' AS new_expiry`,
+  guard: `cur.fingerprint = $fingerprint::text
+    AND (cur.eff_status = 'ready' OR (cur.eff_status = 'in_progress' AND NOT cur.lease_live))`,
+  set: `status = 'in_progress', attempt = cur.attempt + 1, lease_id = $leaseId::uuid,
+        lease_owner = $owner::text, lease_expires_at = cur.new_expiry,
+        dispatched_at = CASE WHEN $dispatch::boolean THEN cur.now END,
+        -- recovered: a dispatched lease ran out (a lapse before dispatch reads ready)
+        lease_recovered = (cur.status = 'in_progress' AND cur.dispatched_at IS NOT NULL),
+        retained_until = NULL`,
+  event: {
+    type: `'acquired'`,
+    detail: `jsonb_build_object('owner', u.lease_owner, 'dispatched', u.dispatched_at IS NOT NULL,
+        'recovered', u.lease_recovered)`,
+  },
+});
+
+/** Take over an existing, acquirable row; when the guard fails, the row as it now is. */
+export function acquire(db: Database, i: NewOperation): Promise<TransitionResult> {
+  return transition(db, ACQUIRE, {
+    scope: i.scope,
+    key: i.key,
+    actor: i.actor,
+    eventId: randomUUID(),
+    fingerprint: i.fingerprint,
+    leaseMs: i.leaseMs,
+    leaseId: i.leaseId,
+    owner: i.owner,
+    dispatch: i.dispatch,
+  });
 }
 
-export async function acquire(db: Database, i: BeginInput): Promise<OperationRow | undefined> {
-  const rows = await db.rows<OperationRow>(acquireStatement(i));
-  return rows[0];
+const LAPSED = lapsedColumns('o', 'e.eff');
+
+/** The lapse itself: its event is the transition's own lapse event (actor `system`). */
+const LAPSE = transitionStatement({
+  name: 'lapse',
+  prepare: Object.entries(LAPSED)
+    .map(([k, v]) => `${v} AS lapsed_${k}`)
+    .join(',\n        '),
+  guard: 'cur.eff_status <> cur.status',
+  updatedAt: 'cur.lapsed_updated_at',
+  set: `status = cur.eff_status, ${Object.keys(LAPSED)
+    .filter((k) => k !== 'updated_at')
+    .map((k) => `${k} = cur.lapsed_${k}`)
+    .join(', ')}`,
+});
+
+/** Writes the lapse of one operation, if it has lapsed. */
+export async function lapseOne(db: Database, scope: string, key: string): Promise<OperationRow | undefined> {
+  const r = await transition(db, LAPSE, { scope, key });
+  return r.changed ? r.row : undefined;
 }

@@ -1,71 +1,83 @@
 /**
  * The audit log. Every event row is written by the same statement as the
- * state change it records (a data-modifying CTE), never by a trigger.
+ * state change it records (a data-modifying CTE), never by a trigger. Event
+ * ids are made by the service (`$eventId`), or, for a lapse, derived from the
+ * operation and the version it lapsed at (one lapse per version), so no
+ * VOLATILE function runs inside a write.
  */
-import { type SQL, sql } from 'drizzle-orm';
 import type { OperationEvent } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
+import { statement } from '../../db/statement.js';
 
-/**
- * `INSERT INTO idem_events ... SELECT ... FROM <source>`: one event per row of
- * `source`, a CTE shaped like `idem_operations`. `type` and `detail` are SQL
- * over that row's columns.
- */
-export function insertEventsFrom(
-  source: SQL,
-  type: SQL,
-  actor: string,
-  detail: SQL,
-  where: SQL = sql`true`,
-  at: SQL = sql`clock_timestamp()`,
-): SQL {
-  return sql`INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-    SELECT scope, gen_random_uuid(), id, key, version, ${type}, ${at}, ${actor}, attempt, ${detail}
-    FROM ${source} WHERE ${where}`;
+/** Events that record a refused call: they never change the version. */
+const REFUSALS = ['stale_completion_rejected', 'result_mismatch', 'approval_refused', 'resolution_refused'];
+
+interface EventInsert {
+  /** FROM list; `row` names the relation shaped like `idem_operations`. */
+  from: string;
+  row: string;
+  id: string;
+  type: string;
+  at: string;
+  actor: string;
+  detail: string;
+  where?: string;
+  /** The version recorded; the row's own unless given. */
+  version?: string;
 }
 
-/**
- * One timestamp for all the events of one statement (define the CTE
- * `stamp AS (SELECT clock_timestamp() AS at)` and pass `STAMP` as `at`): read
- * when the first event is written, so after the row lock, and equal for a
- * lapse and the change that follows it, so the log reads oldest first.
- */
-export const STAMP_CTE = sql`stamp AS (SELECT clock_timestamp() AS at)`;
-export const STAMP = sql`(SELECT at FROM stamp)`;
+/** `INSERT INTO idem_events ... SELECT ... FROM <from>`: one event per row of `row`. */
+export function insertEvent(e: EventInsert): string {
+  const r = e.row;
+  return `INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
+      SELECT ${r}.scope, ${e.id}, ${r}.id, ${r}.key, ${e.version ?? `${r}.version`}, ${e.type}, ${e.at}, ${e.actor}, ${r}.attempt,
+        ${e.detail}
+      FROM ${e.from}${e.where ? ` WHERE ${e.where}` : ''}`;
+}
+
+/** The id of the lapse event of row `r` at `version` (its own by default): a lapse happens once per version. */
+export const lapseEventId = (r: string, version = `${r}.version`) =>
+  `md5(${r}.id::text || '/lapse/' || ${version})::uuid`;
 
 /**
  * The event of a lapse. Like every event it is stamped when it is recorded, so
- * the log stays append-only and oldest first; when the lapse happened (lease
- * expiry, approval deadline) is in its detail as `lapsedAt`.
+ * the log stays append-only; when the lapse happened (lease expiry, approval
+ * deadline) is in its detail as `lapsedAt`.
  */
-export const LAPSE_EVENT_TYPE = (status: SQL) =>
-  sql`CASE ${status} WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END`;
-export const LAPSE_EVENT_DETAIL = (status: SQL, lapsedAt: SQL) =>
-  sql`jsonb_build_object('status', ${status},
-    'lapsedAt', to_char(${lapsedAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`;
+export const LAPSE_EVENT_TYPE = (status: string) =>
+  `CASE ${status} WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END`;
+export const LAPSE_EVENT_DETAIL = (status: string, lapsedAt: string) =>
+  `jsonb_build_object('status', ${status},
+          'lapsedAt', to_char(${lapsedAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`;
+
+/**
+ * Oldest first. `version` orders one operation's changes. A refusal records
+ * the version it was refused at, so within a version it comes after the
+ * change that made that version (its transaction may have started earlier and
+ * waited on the row lock); then `at`.
+ */
+const LIST_EVENTS = statement(
+  'list_events',
+  `
+  SELECT type, at, actor, attempt, detail FROM idem_events
+  WHERE scope = $scope AND operation_id = $operationId::uuid
+  ORDER BY version, type IN (${REFUSALS.map((t) => `'${t}'`).join(', ')}), at`,
+);
 
 interface EventRow {
   type: OperationEvent['type'];
-  at: number;
+  at: Date;
   actor: string;
   attempt: number;
   detail: Record<string, unknown>;
 }
 
-/**
- * Oldest first. `version` orders one operation's changes; within a version,
- * `at` (clock_timestamp(), taken after the row lock) puts a refusal after the
- * change it was refused by.
- */
 export async function listEvents(
   db: Database,
   scope: string,
   operationId: string,
 ): Promise<OperationEvent[]> {
-  const rows = await db.rows<EventRow>(sql`
-    SELECT type, (extract(epoch FROM at) * 1000)::float8 AS at, actor, attempt, detail FROM idem_events
-    WHERE scope = ${scope} AND operation_id = ${operationId}
-    ORDER BY version, at`);
+  const rows = await db.run<EventRow>(LIST_EVENTS, { scope, operationId });
   return rows.map((r) => ({
     type: r.type,
     at: new Date(r.at).toISOString(),

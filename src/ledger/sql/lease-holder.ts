@@ -10,9 +10,9 @@
  *   release:             current, status in_progress / outcome_unknown
  *   unknown:             current, status in_progress
  */
-import { sql } from 'drizzle-orm';
+import { randomUUID } from 'node:crypto';
 import type { Database } from '../../db/database.js';
-import { type TransitionResult, type TransitionSpec, transition } from './transition.js';
+import { type TransitionResult, transition, transitionStatement } from './transition.js';
 
 export interface HolderCall {
   scope: string;
@@ -21,88 +21,108 @@ export interface HolderCall {
   actor: string;
 }
 
-const live = (leaseId: string) =>
-  sql`cur.eff_status = 'in_progress' AND cur.lease_id = ${leaseId}::uuid AND cur.lease_live`;
+const LIVE = `cur.eff_status = 'in_progress' AND cur.lease_id = $leaseId::uuid AND cur.lease_live`;
 
 /** A superseded holder's report is refused and recorded for operators. */
-const superseded = (leaseId: string, call: string) => ({
-  when: sql`cur.lease_id IS DISTINCT FROM ${leaseId}::uuid`,
-  type: sql`'stale_completion_rejected'`,
-  detail: sql`jsonb_build_object('call', ${call}::text, 'currentStatus', cur.eff_status)`,
+const superseded = (call: string) => ({
+  when: `cur.lease_id IS DISTINCT FROM $leaseId::uuid`,
+  type: `'stale_completion_rejected'`,
+  detail: `jsonb_build_object('call', '${call}', 'currentStatus', cur.eff_status)`,
 });
 
-const holderDetail = sql`jsonb_build_object('from', prev_status, 'to', status)`;
+/** `from` and `to` of a holder's transition, and the holder's reason when it gave one. */
+const HOLDER_DETAIL = `jsonb_build_object('from', cur.eff_status, 'to', u.status)`;
+const WITH_REASON = `${HOLDER_DETAIL} || jsonb_strip_nulls(jsonb_build_object('reason', $reason::text))`;
+
+const DISPATCH = transitionStatement({
+  name: 'dispatch',
+  guard: `${LIVE} AND cur.dispatched_at IS NULL`,
+  set: 'dispatched_at = cur.now',
+  event: { type: `'dispatched'`, detail: `jsonb_build_object('leaseExpiresAt', u.lease_expires_at)` },
+  // A repeated dispatch of a live, dispatched lease changes nothing and is fine.
+  probe: LIVE,
+});
+
+const HEARTBEAT = transitionStatement({
+  name: 'heartbeat',
+  prepare: `c.now + $leaseMs::int * interval '1 millisecond' AS new_expiry`,
+  guard: LIVE,
+  set: 'lease_expires_at = cur.new_expiry',
+  // Heartbeats are not transitions; they leave no event.
+});
+
+// No result and `null` are the same result: both read as `result: null`.
+const SAME_RESULT = `(cur.status = $status::text
+  AND COALESCE(cur.result, 'null'::jsonb) = COALESCE($result::jsonb, 'null'::jsonb))`;
+
+/** Exported for the benchmark's pgbench scripts. */
+export const COMPLETE = transitionStatement({
+  name: 'complete',
+  guard: `cur.lease_id = $leaseId::uuid AND cur.eff_status IN ('in_progress', 'outcome_unknown', 'ready')`,
+  set: `status = $status::text, result = $result::jsonb, completed_at = cur.now,
+        retained_until = cur.retain_until`,
+  event: {
+    type: `CASE WHEN cur.eff_status = 'outcome_unknown' THEN 'late_completion' ELSE 'completed' END`,
+    detail: HOLDER_DETAIL,
+  },
+  refusal: {
+    when: `(cur.lease_id IS DISTINCT FROM $leaseId::uuid)
+      OR (cur.eff_status IN ('succeeded', 'failed') AND NOT ${SAME_RESULT})`,
+    type: `CASE WHEN cur.lease_id IS DISTINCT FROM $leaseId::uuid
+      THEN 'stale_completion_rejected' ELSE 'result_mismatch' END`,
+    detail: `jsonb_build_object('status', $status::text, 'currentStatus', cur.eff_status)`,
+  },
+  probe: SAME_RESULT,
+});
+
+const RELEASE = transitionStatement({
+  name: 'release',
+  guard: `cur.lease_id = $leaseId::uuid AND cur.eff_status IN ('in_progress', 'outcome_unknown')`,
+  set: `status = 'ready', dispatched_at = NULL, retained_until = cur.retain_until`,
+  event: { type: `'released'`, detail: WITH_REASON },
+  refusal: superseded('release'),
+});
+
+const MARK_UNKNOWN = transitionStatement({
+  name: 'mark_unknown',
+  guard: `cur.lease_id = $leaseId::uuid AND cur.eff_status = 'in_progress'`,
+  set: `status = 'outcome_unknown'`,
+  event: { type: `'marked_unknown'`, detail: WITH_REASON },
+  refusal: superseded('unknown'),
+});
+
+const values = (c: HolderCall) => ({
+  scope: c.scope,
+  key: c.key,
+  leaseId: c.leaseId,
+  actor: c.actor,
+  eventId: randomUUID(),
+});
 
 export function dispatch(db: Database, c: HolderCall): Promise<TransitionResult> {
-  return transition(db, {
-    ...c,
-    guard: sql`${live(c.leaseId)} AND cur.dispatched_at IS NULL`,
-    set: sql`dispatched_at = now(), updated_at = now(), version = cur.version + 1`,
-    event: { type: sql`'dispatched'`, detail: sql`jsonb_build_object('leaseExpiresAt', lease_expires_at)` },
-    // A repeated dispatch of a live, dispatched lease changes nothing and is fine.
-    probe: live(c.leaseId),
-  });
+  return transition(db, DISPATCH, values(c));
 }
 
 export function heartbeat(db: Database, c: HolderCall & { leaseMs: number }): Promise<TransitionResult> {
-  return transition(db, {
-    ...c,
-    guard: live(c.leaseId),
-    set: sql`lease_expires_at = now() + ${c.leaseMs}::int * interval '1 millisecond',
-      updated_at = now(), version = cur.version + 1`,
-    // Heartbeats are not transitions; they leave no event.
-  });
+  return transition(db, HEARTBEAT, { scope: c.scope, key: c.key, leaseId: c.leaseId, leaseMs: c.leaseMs });
 }
 
 export type CompleteCall = HolderCall & { status: 'succeeded' | 'failed'; result: string | null };
 
 export function complete(db: Database, c: CompleteCall): Promise<TransitionResult> {
-  return transition(db, completeSpec(c));
+  return transition(db, COMPLETE, completeValues(c));
 }
 
-/** Exported for the benchmark's pgbench scripts. */
-export function completeSpec(c: CompleteCall): TransitionSpec {
-  // No result and `null` are the same result: both read as `result: null`.
-  const same = sql`(cur.status = ${c.status}
-    AND COALESCE(cur.result, 'null'::jsonb) = COALESCE(${c.result}::jsonb, 'null'::jsonb))`;
-  return {
-    ...c,
-    guard: sql`cur.lease_id = ${c.leaseId}::uuid
-      AND cur.eff_status IN ('in_progress', 'outcome_unknown', 'ready')`,
-    set: sql`status = ${c.status}, result = ${c.result}::jsonb, completed_at = now(), updated_at = now(),
-      retained_until = now() + cur.retention_ms * interval '1 millisecond', version = cur.version + 1`,
-    event: {
-      type: sql`CASE WHEN prev_status = 'outcome_unknown' THEN 'late_completion' ELSE 'completed' END`,
-      detail: holderDetail,
-    },
-    refusal: {
-      when: sql`(cur.lease_id IS DISTINCT FROM ${c.leaseId}::uuid)
-        OR (cur.eff_status IN ('succeeded', 'failed') AND NOT ${same})`,
-      type: sql`CASE WHEN cur.lease_id IS DISTINCT FROM ${c.leaseId}::uuid
-        THEN 'stale_completion_rejected' ELSE 'result_mismatch' END`,
-      detail: sql`jsonb_build_object('status', ${c.status}::text, 'currentStatus', cur.eff_status)`,
-    },
-    probe: same,
-  };
+/** The values of a complete, by parameter name (exported for the benchmark). */
+export const completeValues = (c: CompleteCall) => ({ ...values(c), status: c.status, result: c.result });
+
+/** `reason`: why the holder ended its lease, recorded in the event's detail. */
+export type EndCall = HolderCall & { reason?: string | null };
+
+export function release(db: Database, c: EndCall): Promise<TransitionResult> {
+  return transition(db, RELEASE, { ...values(c), reason: c.reason ?? null });
 }
 
-export function release(db: Database, c: HolderCall): Promise<TransitionResult> {
-  return transition(db, {
-    ...c,
-    guard: sql`cur.lease_id = ${c.leaseId}::uuid AND cur.eff_status IN ('in_progress', 'outcome_unknown')`,
-    set: sql`status = 'ready', dispatched_at = NULL, updated_at = now(),
-      retained_until = now() + cur.retention_ms * interval '1 millisecond', version = cur.version + 1`,
-    event: { type: sql`'released'`, detail: holderDetail },
-    refusal: superseded(c.leaseId, 'release'),
-  });
-}
-
-export function markUnknown(db: Database, c: HolderCall): Promise<TransitionResult> {
-  return transition(db, {
-    ...c,
-    guard: sql`cur.lease_id = ${c.leaseId}::uuid AND cur.eff_status = 'in_progress'`,
-    set: sql`status = 'outcome_unknown', updated_at = now(), version = cur.version + 1`,
-    event: { type: sql`'marked_unknown'`, detail: holderDetail },
-    refusal: superseded(c.leaseId, 'unknown'),
-  });
+export function markUnknown(db: Database, c: EndCall): Promise<TransitionResult> {
+  return transition(db, MARK_UNKNOWN, { ...values(c), reason: c.reason ?? null });
 }

@@ -5,7 +5,7 @@
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
-import { LAPSED, type OperationRow, VIEW } from './view.js';
+import { CLOCK, effectiveOf, fromDb, type OperationRow, projection } from './row.js';
 
 export interface ListFilter {
   /** Scope patterns of the caller (`orders`, `agent-*`, `*`). */
@@ -24,30 +24,35 @@ function scopeFilter(patterns: readonly string[]): SQL {
   if (patterns.includes('*')) return sql`true`;
   // One bound parameter per pattern: drizzle spreads a JS array into a tuple.
   const alternatives = patterns.map((p) =>
-    p.endsWith('*') ? sql`scope LIKE ${`${likeEscape(p.slice(0, -1))}%`}` : sql`scope = ${p}`,
+    p.endsWith('*') ? sql`o.scope LIKE ${`${likeEscape(p.slice(0, -1))}%`}` : sql`o.scope = ${p}`,
   );
   return alternatives.length ? sql`(${sql.join(alternatives, sql` OR `)})` : sql`false`;
 }
+
+const PROJECTION = sql.raw(projection('o'));
+const FROM_EFFECTIVE = sql.raw(`${CLOCK} ${effectiveOf('o')}`);
 
 export type ListRow = OperationRow & { cursorUs: string };
 
 export async function listOperations(db: Database, f: ListFilter): Promise<ListRow[]> {
   const where: SQL[] = [scopeFilter(f.patterns)];
-  if (f.scope !== undefined) where.push(sql`scope = ${f.scope}`);
-  if (f.status !== undefined) where.push(sql`${sql.raw(LAPSED.status)} = ${f.status}`);
-  if (f.effect !== undefined) where.push(sql`effect = ${f.effect}`);
+  if (f.scope !== undefined) where.push(sql`o.scope = ${f.scope}`);
+  if (f.status !== undefined) where.push(sql`e.eff = ${f.status}`);
+  if (f.effect !== undefined) where.push(sql`o.effect = ${f.effect}`);
   if (f.createdBeforeMs !== undefined) {
     where.push(
-      sql`created_at < timestamptz 'epoch' + ${f.createdBeforeMs}::float8 * interval '1 millisecond'`,
+      sql`o.created_at < timestamptz 'epoch' + ${f.createdBeforeMs}::float8 * interval '1 millisecond'`,
     );
   }
   if (f.after) {
     where.push(
-      sql`(created_at, id) > (timestamptz 'epoch' + ${f.after.createdUs}::bigint * interval '1 microsecond', ${f.after.id}::uuid)`,
+      sql`(o.created_at, o.id) > (timestamptz 'epoch' + ${f.after.createdUs}::bigint * interval '1 microsecond', ${f.after.id}::uuid)`,
     );
   }
-  return db.rows<ListRow>(sql`
-    SELECT ${VIEW}, ((extract(epoch FROM created_at) * 1000000)::bigint)::text AS "cursorUs"
-    FROM idem_operations WHERE ${sql.join(where, sql` AND `)}
-    ORDER BY created_at, id LIMIT ${f.limit}`);
+  const rows = await db.rows<Record<string, unknown>>(sql`
+    SELECT ${PROJECTION}, ((extract(epoch FROM o.created_at) * 1000000)::bigint)::text AS "cursorUs"
+    FROM idem_operations o CROSS JOIN ${FROM_EFFECTIVE}
+    WHERE ${sql.join(where, sql` AND `)}
+    ORDER BY o.created_at, o.id LIMIT ${f.limit}`);
+  return rows.map((r) => fromDb<ListRow>(r));
 }

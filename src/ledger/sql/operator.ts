@@ -11,9 +11,9 @@
  *               the last holder is superseded)
  *            [and attempt = expectedAttempt, if given: compare-and-set]
  */
-import { sql } from 'drizzle-orm';
+import { randomUUID } from 'node:crypto';
 import type { Database } from '../../db/database.js';
-import { type TransitionResult, transition } from './transition.js';
+import { type TransitionResult, transition, transitionStatement } from './transition.js';
 
 interface OperatorCall {
   scope: string;
@@ -21,41 +21,71 @@ interface OperatorCall {
   actor: string;
 }
 
-const PENDING = sql`cur.eff_status = 'pending_approval'`;
+const PENDING = `cur.eff_status = 'pending_approval'`;
+
+const APPROVE = transitionStatement({
+  name: 'approve',
+  guard: `${PENDING} AND ($fingerprint::text IS NULL OR cur.fingerprint = $fingerprint::text)`,
+  set: `status = 'ready', approval_state = 'approved', approval_decided_by = $actor::text,
+        approval_decided_at = cur.now, approval_note = $note::text, retained_until = cur.retain_until`,
+  event: { type: `'approved'`, detail: `jsonb_build_object('note', u.approval_note)` },
+  refusal: {
+    when: PENDING,
+    type: `'approval_refused'`,
+    detail: `jsonb_build_object('reason', 'fingerprint_mismatch', 'fingerprint', $fingerprint::text)`,
+  },
+});
+
+const REJECT = transitionStatement({
+  name: 'reject',
+  guard: PENDING,
+  set: `status = 'rejected', approval_state = 'rejected', approval_decided_by = $actor::text,
+        approval_decided_at = cur.now, approval_note = $note::text,
+        result = COALESCE($result::jsonb, jsonb_build_object('code', 'APPROVAL_REJECTED', 'note', $note::text)),
+        completed_at = cur.now, retained_until = cur.retain_until`,
+  event: { type: `'rejected'`, detail: `jsonb_build_object('note', u.approval_note)` },
+});
+
+// Effective status: a lapsed, never-dispatched lease reads `ready` and is not resolvable.
+const RESOLVABLE = `(cur.eff_status = 'outcome_unknown' OR (cur.eff_status = 'in_progress' AND NOT cur.lease_live))`;
+const TERMINAL = `$status::text <> 'ready'`;
+
+const RESOLVE = transitionStatement({
+  name: 'resolve',
+  guard: `${RESOLVABLE} AND ($expectedAttempt::int IS NULL OR cur.attempt = $expectedAttempt::int)`,
+  set: `status = $status::text, result = CASE WHEN ${TERMINAL} THEN $result::jsonb END,
+        resolution_by = $actor::text, resolution_at = cur.now, resolution_note = $note::text,
+        completed_at = CASE WHEN ${TERMINAL} THEN cur.now END,
+        lease_id = CASE WHEN ${TERMINAL} THEN cur.lease_id END,
+        dispatched_at = CASE WHEN ${TERMINAL} THEN cur.dispatched_at END,
+        retained_until = cur.retain_until`,
+  event: {
+    type: `'resolved'`,
+    detail: `jsonb_build_object('from', cur.eff_status, 'to', u.status, 'note', u.resolution_note,
+        'expectedAttempt', $expectedAttempt::int)`,
+  },
+  refusal: {
+    when: 'true',
+    type: `'resolution_refused'`,
+    detail: `jsonb_build_object('to', $status::text, 'currentStatus', cur.eff_status,
+        'attempt', cur.attempt, 'expectedAttempt', $expectedAttempt::int)`,
+  },
+});
+
+const base = (c: OperatorCall) => ({ scope: c.scope, key: c.key, actor: c.actor, eventId: randomUUID() });
 
 export function approve(
   db: Database,
   c: OperatorCall & { fingerprint: string | null; note: string | null },
 ): Promise<TransitionResult> {
-  return transition(db, {
-    ...c,
-    guard: sql`${PENDING} AND (${c.fingerprint}::text IS NULL OR cur.fingerprint = ${c.fingerprint}::text)`,
-    set: sql`status = 'ready', approval_state = 'approved', approval_decided_by = ${c.actor},
-      approval_decided_at = now(), approval_note = ${c.note}, updated_at = now(),
-      retained_until = now() + cur.retention_ms * interval '1 millisecond', version = cur.version + 1`,
-    event: { type: sql`'approved'`, detail: sql`jsonb_build_object('note', approval_note)` },
-    refusal: {
-      when: sql`${PENDING}`,
-      type: sql`'approval_refused'`,
-      detail: sql`jsonb_build_object('reason', 'fingerprint_mismatch', 'fingerprint', ${c.fingerprint}::text)`,
-    },
-  });
+  return transition(db, APPROVE, { ...base(c), fingerprint: c.fingerprint, note: c.note });
 }
 
 export function reject(
   db: Database,
   c: OperatorCall & { note: string | null; result: string | null },
 ): Promise<TransitionResult> {
-  return transition(db, {
-    ...c,
-    guard: PENDING,
-    set: sql`status = 'rejected', approval_state = 'rejected', approval_decided_by = ${c.actor},
-      approval_decided_at = now(), approval_note = ${c.note},
-      result = COALESCE(${c.result}::jsonb, jsonb_build_object('code', 'APPROVAL_REJECTED', 'note', ${c.note}::text)),
-      completed_at = now(), updated_at = now(),
-      retained_until = now() + cur.retention_ms * interval '1 millisecond', version = cur.version + 1`,
-    event: { type: sql`'rejected'`, detail: sql`jsonb_build_object('note', approval_note)` },
-  });
+  return transition(db, REJECT, { ...base(c), note: c.note, result: c.result });
 }
 
 export function resolve(
@@ -67,30 +97,11 @@ export function resolve(
     expectedAttempt: number | null;
   },
 ): Promise<TransitionResult> {
-  const terminal = c.status !== 'ready';
-  // Effective status (rule A): a lapsed, never-dispatched lease reads `ready` and is not resolvable.
-  const resolvable = sql`(cur.eff_status = 'outcome_unknown' OR (cur.eff_status = 'in_progress' AND NOT cur.lease_live))`;
-  const attemptOk = sql`(${c.expectedAttempt}::int IS NULL OR cur.attempt = ${c.expectedAttempt}::int)`;
-  return transition(db, {
-    ...c,
-    guard: sql`${resolvable} AND ${attemptOk}`,
-    set: sql`status = ${c.status}, result = ${terminal ? c.result : null}::jsonb,
-      resolution_by = ${c.actor}, resolution_at = now(), resolution_note = ${c.note},
-      completed_at = ${terminal ? sql`now()` : sql`NULL`},
-      lease_id = ${terminal ? sql`cur.lease_id` : sql`NULL`},
-      dispatched_at = ${terminal ? sql`cur.dispatched_at` : sql`NULL`},
-      updated_at = now(), retained_until = now() + cur.retention_ms * interval '1 millisecond',
-      version = cur.version + 1`,
-    event: {
-      type: sql`'resolved'`,
-      detail: sql`jsonb_build_object('from', prev_status, 'to', status, 'note', resolution_note,
-        'expectedAttempt', ${c.expectedAttempt}::int)`,
-    },
-    refusal: {
-      when: sql`true`,
-      type: sql`'resolution_refused'`,
-      detail: sql`jsonb_build_object('to', ${c.status}::text, 'currentStatus', cur.eff_status,
-        'attempt', cur.attempt, 'expectedAttempt', ${c.expectedAttempt}::int)`,
-    },
+  return transition(db, RESOLVE, {
+    ...base(c),
+    status: c.status,
+    note: c.note,
+    result: c.result,
+    expectedAttempt: c.expectedAttempt,
   });
 }

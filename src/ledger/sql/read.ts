@@ -1,16 +1,19 @@
-/** Plain reads. Rule A and deadlines are applied by `VIEW`, never written here. */
-import { sql } from 'drizzle-orm';
+/** Plain reads. The lapse rules are applied by `row.ts`'s projection, never written here. */
 import type { Database } from '../../db/database.js';
-import { type OperationRow, VIEW } from './view.js';
+import { statement } from '../../db/statement.js';
+import { CLOCK, effectiveOf, fromDb, type OperationRow, projection } from './row.js';
+
+const READ = `SELECT ${projection('o')} FROM idem_operations o CROSS JOIN ${CLOCK} ${effectiveOf('o')}`;
+const BY_KEY = statement('read_by_key', `${READ}\n  WHERE o.scope = $scope AND o.key = $key`);
+const BY_ID = statement('read_by_id', `${READ}\n  WHERE o.id = $id::uuid`);
 
 export async function readByKey(db: Database, scope: string, key: string): Promise<OperationRow | undefined> {
-  const rows = await db.rows<OperationRow>(
-    sql`SELECT ${VIEW} FROM idem_operations WHERE scope = ${scope} AND key = ${key}`,
-  );
-  return rows[0];
+  const rows = await db.run<Record<string, unknown>>(BY_KEY, { scope, key });
+  return rows[0] ? fromDb(rows[0]) : undefined;
 }
 
+/** By id alone: on a distributed engine this one asks every shard (the id carries no scope). */
 export async function readById(db: Database, id: string): Promise<OperationRow | undefined> {
-  const rows = await db.rows<OperationRow>(sql`SELECT ${VIEW} FROM idem_operations WHERE id = ${id}::uuid`);
-  return rows[0];
+  const rows = await db.run<Record<string, unknown>>(BY_ID, { id });
+  return rows[0] ? fromDb(rows[0]) : undefined;
 }

@@ -1,7 +1,7 @@
 /** Per-scope counts of open operations, for `GET /v1/stats` and the metrics gauges. */
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
-import { LAPSED } from './view.js';
+import { CLOCK, effectiveOf } from './row.js';
 
 export interface ScopeStatRow {
   scope: string;
@@ -10,14 +10,16 @@ export interface ScopeStatRow {
   oldestMs: number | null;
 }
 
-const OPEN = sql`status IN ('pending_approval', 'ready', 'in_progress', 'outcome_unknown')`;
+const OPEN_RAW = "status IN ('pending_approval', 'ready', 'in_progress', 'outcome_unknown')";
+const OPEN = sql.raw(OPEN_RAW);
+const FROM_EFFECTIVE = sql.raw(`${CLOCK} ${effectiveOf('o')}`);
 
 export async function openCounts(db: Database, scopes?: (scope: string) => boolean): Promise<ScopeStatRow[]> {
   const rows = await db.rows<ScopeStatRow>(sql`
     SELECT scope, status, count(*)::int AS n,
       (extract(epoch FROM now() - min(updated_at)) * 1000)::float8 AS "oldestMs"
-    FROM (SELECT scope, ${sql.raw(LAPSED.status)} AS status, ${sql.raw(LAPSED.updatedAt)} AS updated_at
-          FROM idem_operations WHERE ${OPEN}) open_ops
+    FROM (SELECT o.scope, e.eff AS status, l.updated_at
+          FROM idem_operations o CROSS JOIN ${FROM_EFFECTIVE} WHERE o.${OPEN}) open_ops
     -- A lapse can turn an open row terminal (an expired approval reads as rejected).
     WHERE ${OPEN}
     GROUP BY scope, status ORDER BY scope, status`);

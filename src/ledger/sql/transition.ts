@@ -1,38 +1,48 @@
 /**
- * The shape of every lease-holder and operator transition: ONE statement that
- * locks the row, applies a guarded UPDATE, writes its event, and, when the
- * guard fails, answers with the row as it now is (and may record the refusal),
- * so the caller can say why without a second read.
+ * The shape of every transition of an existing operation (take-over by begin,
+ * lease-holder and operator calls, a lapse written by begin): ONE statement
+ * that locks the row, applies a guarded UPDATE, writes its event, and, when
+ * the guard fails, answers with the row as it now is (and may record the
+ * refusal), so the caller can say why without a second read.
  *
- *   cur  = the row, locked (FOR UPDATE sees the newest committed version),
- *          with its effective status (rule A) and whether its lease is live
- *   upd  = UPDATE ... FROM cur WHERE <guard over cur> RETURNING the new row
- *   ev   = the event of upd, or the refusal event when upd is empty
- *   lapse_ev = when upd changed a row whose lapse (rule A, approval deadline)
- *          was only read so far, the lapse's own event first (actor
- *          `system`, under the old version), so the log tells every
- *          transition whether or not the sweeper saw it
+ *   cur      = the row, locked (FOR UPDATE waits for a concurrent writer and
+ *              sees the newest committed version), with the database's time
+ *              `now`, its effective status `eff_status` (row.ts), whether its
+ *              lease is live, and every time value the UPDATE will copy
+ *   upd      = UPDATE ... FROM cur WHERE <guard over cur> RETURNING the new row
+ *   lapse_ev = when upd changed a row whose lapse was only read so far, the
+ *              lapse's own event first (actor `system`, at the old version),
+ *              so the log tells every transition whether or not the sweeper
+ *              saw it
+ *   ev       = the event of upd; refused = the refusal event when upd is empty
+ *   res      = the new row, or cur's row when nothing changed, projected once
  *
- * Guards and SET lists refer to the old row as `cur.<column>`.
+ * Guards and SET lists refer to the old row as `cur.<column>`; parameters are
+ * `$name` (see `db/statement.ts`): every shape has `$scope`, `$key`, and
+ * `$actor` and `$eventId` when it writes an event.
  */
-import { type SQL, sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
+import { type Statement, statement } from '../../db/statement.js';
 import { IdemError } from '../../errors.js';
-import { insertEventsFrom, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE, STAMP, STAMP_CTE } from './events.js';
-import { LAPSED, type OperationRow, VIEW } from './view.js';
+import { insertEvent, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE, lapseEventId } from './events.js';
+import { CLOCK, columnsOf, effectiveOf, effStatus, fromDb, type OperationRow, projection } from './row.js';
 
-export interface TransitionSpec {
-  scope: string;
-  key: string;
-  actor: string;
-  guard: SQL;
-  set: SQL;
-  /** The event of a successful transition, SQL over the new row and `prev_status`; none if absent. */
-  event?: { type: SQL; detail: SQL };
+export interface TransitionShape {
+  /** The statement's name (`idem_<name>`, `docs/sql/<name>.sql`). */
+  name: string;
+  /** Extra `cur` columns, over `o` (the row), `c.now` and `e.eff`: all time arithmetic goes here. */
+  prepare?: string;
+  guard: string;
+  /** SET list over `cur`; `version` and `updated_at` are always set. */
+  set: string;
+  /** `updated_at` of the new row: the database's time unless the shape says when it happened. */
+  updatedAt?: string;
+  /** The event of a successful transition, over `u` (the new row) and `cur`. */
+  event?: { type: string; detail: string };
   /** A refusal worth recording for operators: written only when the guard failed. */
-  refusal?: { when: SQL; type: SQL; detail: SQL };
+  refusal?: { when: string; type: string; detail: string };
   /** An extra boolean over `cur`, returned as `probe` (e.g. "same result"). */
-  probe?: SQL;
+  probe?: string;
 }
 
 export interface TransitionResult {
@@ -43,53 +53,74 @@ export interface TransitionResult {
   probe: boolean | null;
 }
 
-export type TransitionRow = OperationRow & {
+type TransitionRow = OperationRow & {
   changed: boolean;
   prevStatus: OperationRow['status'];
   probe: boolean | null;
 };
 
-/** The statement itself (exported for the benchmark's pgbench scripts). */
-export function transitionStatement(t: TransitionSpec): SQL {
-  const probe = t.probe ?? sql`NULL::boolean`;
-  const refusal = t.refusal
-    ? sql`, refused AS (
-        ${insertEventsFrom(sql`cur`, t.refusal.type, t.actor, t.refusal.detail, sql`NOT EXISTS (SELECT 1 FROM upd) AND (${t.refusal.when})`, STAMP)}
-      )`
-    : sql``;
+/** Builds the statement of one shape (at module load: one text per shape). */
+export function transitionStatement(t: TransitionShape): Statement {
+  const prepare = t.prepare ? `,\n      ${t.prepare}` : '';
   const event = t.event
-    ? sql`, ev AS (${insertEventsFrom(sql`upd`, t.event.type, t.actor, t.event.detail, sql`true`, STAMP)})`
-    : sql``;
-  return sql`
+    ? `, ev AS (
+      ${insertEvent({ from: 'upd u, cur', row: 'u', id: '$eventId::uuid', type: t.event.type, at: 'cur.now', actor: '$actor::text', detail: t.event.detail })}
+    )`
+    : '';
+  const refusal = t.refusal
+    ? `, refused AS (
+      ${insertEvent({ from: 'cur', row: 'cur', id: '$eventId::uuid', type: t.refusal.type, at: 'cur.now', actor: '$actor::text', detail: t.refusal.detail, where: `NOT EXISTS (SELECT 1 FROM upd) AND (${t.refusal.when})` })}
+    )`
+    : '';
+  return statement(
+    t.name,
+    `
     WITH cur AS (
-      SELECT *, ${sql.raw(LAPSED.status)} AS eff_status, (lease_expires_at > now()) AS lease_live
-      FROM idem_operations WHERE scope = ${t.scope} AND key = ${t.key}
-      FOR UPDATE
-    ), ${STAMP_CTE}, upd AS (
-      UPDATE idem_operations o SET ${t.set}
+      SELECT o.*, c.now, e.eff AS eff_status, (o.lease_expires_at > c.now) AS lease_live,
+        c.now + o.retention_ms * interval '1 millisecond' AS retain_until${prepare}
+      FROM idem_operations o CROSS JOIN ${CLOCK}
+        CROSS JOIN LATERAL (SELECT ${effStatus('o', 'c.now')} AS eff OFFSET 0) e
+      WHERE o.scope = $scope AND o.key = $key
+      FOR UPDATE OF o
+    ), upd AS (
+      UPDATE idem_operations o SET ${t.set}, version = cur.version + 1, updated_at = ${t.updatedAt ?? 'cur.now'}
       FROM cur
       WHERE o.scope = cur.scope AND o.key = cur.key AND (${t.guard})
-      RETURNING o.*, cur.eff_status AS prev_status
+      RETURNING o.*
     ), lapse_ev AS (
-      ${insertEventsFrom(
-        sql`cur`,
-        LAPSE_EVENT_TYPE(sql`eff_status`),
-        'system',
-        LAPSE_EVENT_DETAIL(sql`eff_status`, sql.raw(LAPSED.updatedAt)),
-        sql`eff_status <> status AND EXISTS (SELECT 1 FROM upd)`,
-        STAMP,
-      )}
-    )${event}${refusal}
-    SELECT true AS changed, prev_status AS "prevStatus", NULL::boolean AS probe, ${VIEW} FROM upd
-    UNION ALL
-    SELECT false, eff_status, (${probe}), ${VIEW} FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)`;
+      ${insertEvent({
+        from: 'cur',
+        row: 'cur',
+        id: lapseEventId('cur'),
+        type: LAPSE_EVENT_TYPE('cur.eff_status'),
+        at: 'cur.now',
+        actor: `'system'`,
+        detail: LAPSE_EVENT_DETAIL('cur.eff_status', lapsedAt('cur')),
+        where: 'cur.eff_status <> cur.status AND EXISTS (SELECT 1 FROM upd)',
+      })}
+    )${event}${refusal}, res AS (
+      SELECT true AS changed, ${columnsOf('u')} FROM upd u
+      UNION ALL
+      SELECT false, ${columnsOf('cur')} FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)
+    )
+    SELECT r.changed, cur.eff_status AS "prevStatus", (${t.probe ?? 'NULL::boolean'}) AS probe,
+      ${projection('r')}
+    FROM res r CROSS JOIN cur CROSS JOIN LATERAL (SELECT cur.now AS now) c ${effectiveOf('r')}`,
+  );
 }
 
+/** When the lapse of `cur` happened: its lease expiry, or its approval deadline. */
+const lapsedAt = (r: string) =>
+  `CASE WHEN ${r}.eff_status = 'rejected' THEN ${r}.approval_deadline ELSE ${r}.lease_expires_at END`;
+
 /** Runs a transition; no row at all is NOT_FOUND. */
-export async function transition(db: Database, t: TransitionSpec): Promise<TransitionResult> {
-  const rows = await db.rows<TransitionRow>(transitionStatement(t));
-  const r = rows[0];
-  if (!r) throw new IdemError('NOT_FOUND', 'no such operation');
-  const { changed, prevStatus, probe: p, ...row } = r;
-  return { changed, row, prevStatus, probe: p };
+export async function transition(
+  db: Database,
+  st: Statement,
+  values: Readonly<Record<string, unknown>>,
+): Promise<TransitionResult> {
+  const rows = await db.run<Record<string, unknown>>(st, values);
+  if (!rows[0]) throw new IdemError('NOT_FOUND', 'no such operation');
+  const { changed, prevStatus, probe, ...row } = fromDb<TransitionRow>(rows[0]);
+  return { changed, row, prevStatus, probe };
 }
