@@ -61,10 +61,38 @@ export interface CallRecord {
 /** The first words of every failure known not to have run. */
 export const DID_NOT_RUN = 'the tool did not run, so it is safe to call again';
 
-/** The first words of every `outcome_unknown` message. */
+/**
+ * The first words of every `outcome_unknown` message, except a call still
+ * running at another worker ({@link IN_PROGRESS_TEXT}).
+ */
 export const OUTCOME_UNKNOWN_TEXT =
   'the outcome of this call is unknown: its effect may or may not have happened. ' +
   'Do not repeat this call until it is reconciled; the real outcome will be reported to you';
+
+/**
+ * The first words of an `outcome_unknown` record with code
+ * `OPERATION_IN_PROGRESS`: another worker still runs the call and nothing will
+ * report its end, so the runtime has to execute the same call again later.
+ */
+export const IN_PROGRESS_TEXT =
+  'this call is still running elsewhere (another worker holds it), so its outcome is not known yet. ' +
+  'Do not make this call another way; execute the same call again later (same call id, same arguments) to get its outcome';
+
+/** Model text for a call another worker is still running. */
+export function inProgressMessage(): string {
+  return `${IN_PROGRESS_TEXT}.`;
+}
+
+/**
+ * Model text for a call refused now (out of budget, time or the ledger's
+ * reach) that may have run before: it never says "did not run".
+ */
+export function notRunNowMessage(reason: string): string {
+  return (
+    `the tool was not run now (${reason}), but an earlier attempt of this call may have taken effect. ` +
+    'Do not call it again until you know; ask the user how to proceed.'
+  );
+}
 
 /** Model text for a failure known not to have run. */
 export function didNotRunMessage(reason: string): string {

@@ -18,7 +18,7 @@ import { failedMessage, succeededMessage } from './call-record.js';
 import { classify, type Decision } from './classify.js';
 import type { LedgerClient } from './ledger-client.js';
 import { isLedgerError } from './ledger-error.js';
-import { notRun, type Outcome, outcomeFromOperation, unknownOutcome } from './ledger-outcome.js';
+import { notRun, notRunNow, type Outcome, outcomeFromOperation, unknownOutcome } from './ledger-outcome.js';
 import { runAttempt } from './run-attempt.js';
 import type { SessionBudget } from './session-budget.js';
 import {
@@ -54,6 +54,8 @@ export interface CallState {
   startedMs: number;
   deadline: number;
   attempts: number;
+  /** The lease was taken over from a worker that dispatched and lapsed: an earlier attempt may have run. */
+  recovered: boolean;
   signal: AbortSignal | undefined;
   logger: Logger;
   /** An exception a tool raised, kept for the log line only. */
@@ -182,6 +184,7 @@ export async function runAcquired(
     // Stopped before the first attempt: the tool never ran.
     await quietly('release', () => ledger.release(c.scope, c.key, leaseId));
     const why = stopped ?? { code: 'INTERNAL', message: 'no attempt was made', retryable: true };
+    if (c.recovered) return notRunNow(why.code, why.message);
     return notRun(why.code, why.message, why.code === 'BUDGET_EXHAUSTED' ? 'ask_user' : 'call_again');
   }
   // Retries ran out (or were stopped): fail with the last error, and say so.

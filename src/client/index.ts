@@ -11,6 +11,7 @@ export {
   type CallRecord,
   type CallStatus,
   DID_NOT_RUN,
+  IN_PROGRESS_TEXT,
   type NextAction,
   OUTCOME_UNKNOWN_TEXT,
 } from './call-record.js';

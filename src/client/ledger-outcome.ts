@@ -9,7 +9,9 @@ import {
   type CallStatus,
   didNotRunMessage,
   failedMessage,
+  inProgressMessage,
   type NextAction,
+  notRunNowMessage,
   outcomeUnknownMessage,
   pendingApprovalMessage,
   rejectedMessage,
@@ -56,6 +58,31 @@ export function asCallError(result: unknown): CallError | undefined {
 export function notRun(code: string, message: string, nextAction: NextAction = 'call_again'): Outcome {
   const error: CallError = { code, message, retryable: nextAction === 'call_again', nextAction };
   return { status: 'failed', error, modelMessage: didNotRunMessage(`${code}: ${message}`) };
+}
+
+/** Refused now, although an earlier attempt may have run: never "did not run". */
+export function notRunNow(code: string, message: string): Outcome {
+  const error: CallError = { code, message, retryable: false, nextAction: 'ask_user' };
+  return { status: 'failed', error, modelMessage: notRunNowMessage(`${code}: ${message}`) };
+}
+
+/**
+ * Another worker still runs the call. The outcome is unknown to this caller
+ * only for now: it ends on its own, nothing reports it (the reconciler looks
+ * at `outcome_unknown` operations only), so the next step is to execute the
+ * same call again later.
+ */
+export function inProgressOutcome(): Outcome {
+  return {
+    status: 'outcome_unknown',
+    error: {
+      code: 'OPERATION_IN_PROGRESS',
+      message: 'another worker is still running this call',
+      retryable: true,
+      nextAction: 'retry_later',
+    },
+    modelMessage: inProgressMessage(),
+  };
 }
 
 /** An outcome nobody can tell yet. */
@@ -117,7 +144,7 @@ export function outcomeFromOperation(op: Operation, effect: Effect = op.effect):
       // Released, approved-but-not-run or re-armed by an operator: nothing ran.
       return notRun('NOT_APPLIED', 'the effect did not happen');
     case 'in_progress':
-      return unknownOutcome('OPERATION_IN_PROGRESS', 'another worker is still running this call');
+      return inProgressOutcome();
     case 'outcome_unknown':
       return unknownOutcome('OUTCOME_UNKNOWN', 'the worker running this call stopped before it could tell');
   }

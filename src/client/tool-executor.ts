@@ -6,7 +6,7 @@
 import { hostname } from 'node:os';
 import { type Logger, pino } from 'pino';
 import type { TSchema } from 'typebox';
-import { KEY_PATTERN } from '../contract/index.js';
+import { KEY_PATTERN, type Operation } from '../contract/index.js';
 import { type Random, realSleep, type Sleep } from './backoff.js';
 import { adoptRecorded, beginBody, beginFailure } from './begin-call.js';
 import { parseArguments, strictSchema, validationErrors } from './call-args.js';
@@ -16,7 +16,14 @@ import { type CallState, runAcquired, type ToolCall } from './call-runner.js';
 import { inputHash } from './canonical.js';
 import type { LedgerClient } from './ledger-client.js';
 import { isLedgerError } from './ledger-error.js';
-import { notRun, type Outcome, outcomeFromOperation, unknownOutcome } from './ledger-outcome.js';
+import {
+  inProgressOutcome,
+  notRun,
+  notRunNow,
+  type Outcome,
+  outcomeFromOperation,
+  unknownOutcome,
+} from './ledger-outcome.js';
 import { SessionBudget, type SessionBudgetOptions } from './session-budget.js';
 import { approvalRequired, type ToolDefinition } from './tool.js';
 
@@ -152,6 +159,7 @@ export class ToolExecutor {
       startedMs,
       deadline: startedMs + this.#callTimeoutMs,
       attempts: 0,
+      recovered: false,
       signal: options.signal,
       logger: this.#logger.child({ tool: call.name, key }),
     };
@@ -176,7 +184,7 @@ export class ToolExecutor {
           );
         }
         const exhausted = this.budget.exhausted(call.sessionId);
-        if (exhausted !== undefined) return notRun('BUDGET_EXHAUSTED', exhausted, 'ask_user');
+        if (exhausted !== undefined) return await this.#outOfBudget(c, hash, exhausted);
         try {
           return await this.#drive(c, hash, options.traceId);
         } catch (err) {
@@ -211,7 +219,7 @@ export class ToolExecutor {
           if (err.operation) adoptRecorded(c, err.operation);
           const wait = Math.max(10, Math.min(this.#pollMs, err.retryAfterMs ?? this.#pollMs));
           if (await this.#pause(c, wait)) continue;
-          return unknownOutcome('OPERATION_IN_PROGRESS', 'another worker is still running this call');
+          return inProgressOutcome();
         }
         return beginFailure(c, err);
       }
@@ -221,6 +229,7 @@ export class ToolExecutor {
         if (this.#approval.wait && (await this.#pause(c, this.#approval.pollMs))) continue;
         return outcomeFromOperation(begun.operation, c.effect);
       }
+      c.recovered = begun.recovered === true;
       const ran = await runAcquired(
         {
           ledger: this.#ledger,
@@ -238,6 +247,36 @@ export class ToolExecutor {
       if (this.#now() >= c.deadline)
         return notRun('DEADLINE_EXCEEDED', 'the call ran out of time before it ran');
     }
+  }
+
+  /**
+   * The session may not run anything more, but a replay costs no attempt: the
+   * ledger answers a call it already knows, and "did not run" is said only
+   * when the ledger shows the call never started.
+   */
+  async #outOfBudget(c: CallState, hash: string, reason: string): Promise<Outcome> {
+    let op: Operation;
+    try {
+      op = await this.#ledger.get(this.#scope, c.key, { signal: c.signal });
+    } catch (err) {
+      if (isLedgerError(err, 'NOT_FOUND')) return notRun('BUDGET_EXHAUSTED', reason, 'ask_user');
+      c.logger.warn({ code: isLedgerError(err) ? err.code : undefined }, 'ledger get failed');
+      return notRunNow(
+        'BUDGET_EXHAUSTED',
+        `${reason}; the ledger could not tell whether this call ran before`,
+      );
+    }
+    if (op.fingerprint !== hash) {
+      return notRun(
+        'KEY_REUSED',
+        'this tool call id was already used with other arguments',
+        'use_new_call_id',
+      );
+    }
+    adoptRecorded(c, op);
+    // `ready`: released, approved or lapsed before dispatch: the effect never happened.
+    if (op.status === 'ready') return notRun('BUDGET_EXHAUSTED', reason, 'ask_user');
+    return outcomeFromOperation(op, c.effect);
   }
 
   /** Sleeps `ms` unless that passes the deadline or the call is cancelled; false when it may not. */

@@ -7,6 +7,7 @@ import { Type } from 'typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   DID_NOT_RUN,
+  IN_PROGRESS_TEXT,
   inputHash,
   LedgerError,
   OUTCOME_UNKNOWN_TEXT,
@@ -283,9 +284,47 @@ describe('another worker holds the call', () => {
     const record = await b.execute(c);
     expect(record).toMatchObject({ status: 'outcome_unknown', error: { code: 'OPERATION_IN_PROGRESS' } });
     expect(runs).toHaveLength(1);
+    // Nothing will report this run's end: the waiter is told to ask again, not to wait for a report.
+    expect(record.error).toMatchObject({ nextAction: 'retry_later', retryable: true });
+    expect(record.modelMessage.startsWith(IN_PROGRESS_TEXT)).toBe(true);
+    expect(record.modelMessage).not.toContain('will be reported');
     stopA.abort(new Error('test over'));
     // Cancelled mid-run, a non-idempotent write may have happened.
     expect((await holder).status).toBe('outcome_unknown');
+  });
+
+  it('a waiter that gave up gets the outcome by executing the same call again later', async () => {
+    let finish!: () => void;
+    const gate = new Promise<void>((r) => {
+      finish = r;
+    });
+    const { tool, runs } = scriptedTool('slow', 'idempotent_write', [
+      async () => {
+        await gate;
+        return { done: true };
+      },
+    ]);
+    const a = executor([tool]).ex;
+    let clock = Date.now();
+    const b = executor([tool], {
+      callTimeoutMs: 1000,
+      now: () => clock,
+      sleep: async (ms) => {
+        clock += ms;
+      },
+    }).ex;
+    const c = call('slow', { n: 2 });
+    const holder = a.execute(c);
+    await eventually(() => runs.length === 1);
+    const gaveUp = await b.execute(c);
+    expect(gaveUp.modelMessage.startsWith(IN_PROGRESS_TEXT)).toBe(true);
+    finish();
+    expect(await holder).toMatchObject({ status: 'succeeded', attempts: 1 });
+    // The ledger does not list it for reconciliation: it ended succeeded.
+    expect((await L.ledger.get('agents', gaveUp.key)).status).toBe('succeeded');
+    const later = await b.execute(c);
+    expect(later).toMatchObject({ status: 'succeeded', output: { done: true }, attempts: 0 });
+    expect(runs).toHaveLength(1);
   });
 });
 

@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   DID_NOT_RUN,
+  IN_PROGRESS_TEXT,
   type LedgerError,
   SessionBudget,
   type ToolDefinition,
@@ -13,8 +14,18 @@ import {
   ToolExecutor,
   type ToolExecutorOptions,
 } from '../../src/client/index.js';
+import { expireLease } from '../support/http.js';
+import { fetchFailed } from './fake-fetch.js';
 import { fail, scriptedTool } from './fake-tools.js';
-import { type Ledger, memoryLogger, recordingSleep, SETUP_TIMEOUT_MS, startLedger, uid } from './support.js';
+import {
+  eventually,
+  type Ledger,
+  memoryLogger,
+  recordingSleep,
+  SETUP_TIMEOUT_MS,
+  startLedger,
+  uid,
+} from './support.js';
 
 let L: Ledger;
 beforeAll(async () => {
@@ -174,6 +185,97 @@ describe('session budget', () => {
     const next = await ex.execute(call('slow', session));
     expect(next).toMatchObject({ attempts: 0, error: { code: 'BUDGET_EXHAUSTED' } });
     expect(slow.runs).toHaveLength(2);
+  });
+
+  it('a replay costs no attempt: a settled call re-executed with the budget spent answers from the ledger', async () => {
+    const done = scriptedTool('save', 'idempotent_write', [{ ok: { ticket: 'T-1' } }]);
+    const session = uid();
+    const first = executor([done.tool], { budget: { maxAttempts: 1 } }).ex;
+    const c = call('save', session);
+    expect(await first.execute(c)).toMatchObject({ status: 'succeeded', attempts: 1 });
+    expect(first.budget.exhausted(session)).toBeDefined();
+
+    const again = await first.execute(c);
+    expect(again).toMatchObject({ status: 'succeeded', output: { ticket: 'T-1' }, attempts: 0 });
+    expect(again.modelMessage.startsWith(DID_NOT_RUN)).toBe(false);
+
+    // Another replica, whose own (in-memory) budget this session spent elsewhere.
+    const replica = executor([done.tool], { budget: { maxAttempts: 1 } }).ex;
+    replica.budget.takeAttempt(session);
+    const there = await replica.execute(c);
+    expect(there).toMatchObject({ status: 'succeeded', output: { ticket: 'T-1' }, attempts: 0 });
+    expect(done.runs).toHaveLength(1);
+
+    // A new call of the spent session never started: that one did not run.
+    const fresh = await replica.execute(call('save', session));
+    expect(fresh).toMatchObject({ status: 'failed', attempts: 0, error: { code: 'BUDGET_EXHAUSTED' } });
+    expect(fresh.modelMessage.startsWith(DID_NOT_RUN)).toBe(true);
+  });
+
+  it('a spent budget never says "did not run" for a call the ledger cannot vouch for', async () => {
+    const { tool, runs } = scriptedTool('save', 'idempotent_write', [{ ok: 'saved' }]);
+    const session = uid();
+    const c = call('save', session);
+    const unreachable = L.client({
+      fetch: (async () => {
+        throw fetchFailed('ECONNREFUSED');
+      }) as typeof fetch,
+      retry: { attempts: 1 },
+    });
+    const ex = executor([tool], { ledger: unreachable, budget: { maxAttempts: 0 } }).ex;
+    const record = await ex.execute(c);
+    expect(record).toMatchObject({
+      status: 'failed',
+      attempts: 0,
+      error: { code: 'BUDGET_EXHAUSTED', nextAction: 'ask_user', retryable: false },
+    });
+    expect(record.modelMessage.startsWith(DID_NOT_RUN)).toBe(false);
+    expect(record.modelMessage).toContain('may have taken effect');
+
+    // Held by a worker that is still running it: running elsewhere, not "did not run".
+    let finish!: () => void;
+    const gate = new Promise<void>((r) => {
+      finish = r;
+    });
+    const slow = scriptedTool('slow', 'idempotent_write', [
+      async () => {
+        await gate;
+        return 'late';
+      },
+    ]);
+    const holder = executor([slow.tool]).ex;
+    const held = call('slow', session);
+    const running = holder.execute(held);
+    await eventually(() => slow.runs.length === 1);
+    const waiter = await executor([slow.tool], { budget: { maxAttempts: 0 } }).ex.execute(held);
+    expect(waiter).toMatchObject({
+      status: 'outcome_unknown',
+      error: { code: 'OPERATION_IN_PROGRESS', nextAction: 'retry_later' },
+    });
+    expect(waiter.modelMessage.startsWith(IN_PROGRESS_TEXT)).toBe(true);
+    finish();
+    expect(await running).toMatchObject({ status: 'succeeded' });
+    expect(runs).toHaveLength(0);
+  });
+
+  it('a call taken over from a worker that dispatched it is never "did not run" when the budget stops it', async () => {
+    const { tool, runs } = scriptedTool('save', 'idempotent_write', [{ ok: 'saved' }]);
+    const c = call('save');
+    const key = `${c.sessionId}/${c.turnId}/${c.toolCallId}`;
+    // A worker dispatched the call and died: its lease lapses, the next begin recovers it.
+    await L.ledger.begin('agents', { key, request: c.arguments, effect: 'idempotent_write' });
+    await expireLease(L.db, 'agents', key);
+    // Another call of the session took the last attempt between the check and the run.
+    class Raced extends SessionBudget {
+      override takeAttempt(): boolean {
+        return false;
+      }
+    }
+    const record = await executor([tool], { budget: new Raced() }).ex.execute(c);
+    expect(record).toMatchObject({ status: 'failed', attempts: 0, error: { code: 'BUDGET_EXHAUSTED' } });
+    expect(record.modelMessage.startsWith(DID_NOT_RUN)).toBe(false);
+    expect(record.modelMessage).toContain('may have taken effect');
+    expect(runs).toHaveLength(0);
   });
 
   it('counts overlapping calls of one session once in wall time', () => {

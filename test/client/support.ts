@@ -5,6 +5,7 @@
 import { Writable } from 'node:stream';
 import { type Logger, pino } from 'pino';
 import { LedgerClient, type LedgerClientOptions } from '../../src/client/index.js';
+import type { Database } from '../../src/db/database.js';
 import { createTestDatabase } from '../support/db.js';
 import { onPostgres } from '../support/engine.js';
 import { type RunningService, startService } from '../support/service.js';
@@ -19,6 +20,8 @@ export const SETUP_TIMEOUT_MS = 180_000;
 export interface Ledger {
   url: string;
   ledger: LedgerClient;
+  /** The service's database, for time travel (`expireLease`). */
+  db: Database;
   /** Another client, e.g. with a fault-injecting fetch. */
   client(options?: Partial<LedgerClientOptions>): LedgerClient;
   close(): Promise<void>;
@@ -29,7 +32,7 @@ export async function startLedger(): Promise<Ledger> {
   const service = await startService();
   const client = (options: Partial<LedgerClientOptions> = {}) =>
     new LedgerClient({ baseUrl: service.url, validateResponses: true, ...options });
-  return { url: service.url, ledger: client(), client, close: () => service.close() };
+  return { url: service.url, ledger: client(), client, db: service.db, close: () => service.close() };
 }
 
 /** A ledger whose service can be stopped and started again on the same database. */
