@@ -14,6 +14,7 @@ import Fastify, {
 } from 'fastify';
 import { Type } from 'typebox';
 import { KeyStore } from '../auth/keys.js';
+import { consolePlugin } from '../console/plugin.js';
 import { LIMITS, Problem } from '../contract/index.js';
 import type { Database } from '../db/database.js';
 import { migrationsApplied } from '../db/migrate.js';
@@ -146,5 +147,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   operationRoutes(app, { db, onBegin: (o) => metrics.beginOutcomes.inc({ outcome: o }) });
   operatorRoutes(app, db);
+  await app.register(consolePlugin);
   return app;
 }
