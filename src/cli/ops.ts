@@ -3,7 +3,7 @@
  * `LedgerClient` that agent runtimes use. The key comes from IDEM_API_KEY,
  * the service from IDEM_URL.
  */
-import { LedgerClient } from '../client/ledger-client.js';
+import { LedgerClient } from '../client/index.js';
 import type { Operation } from '../contract/index.js';
 import { record, table } from './table.js';
 

@@ -3,8 +3,7 @@
  * side and needs no Postgres driver, only `fetch` and the shared contract.
  */
 export type * from '../contract/index.js';
-export { backoffCeiling, backoffDelay, type Random, realSleep, type Sleep } from './backoff.js';
-export { logCall } from './call-log.js';
+export { logCall } from './executor/call-log.js';
 export {
   type CallApproval,
   type CallError,
@@ -14,33 +13,11 @@ export {
   IN_PROGRESS_TEXT,
   type NextAction,
   OUTCOME_UNKNOWN_TEXT,
-} from './call-record.js';
-export type { ToolCall } from './call-runner.js';
-export { canonicalJson, inputHash, REDACTED, redactPaths, scrubMessage } from './canonical.js';
-export { type AttemptFailure, classify, type Decision } from './classify.js';
-export {
-  type BeginInput,
-  type BeginResult,
-  type CallOptions,
-  LedgerClient,
-  type LedgerClientOptions,
-} from './ledger-client.js';
-export { isLedgerError, LedgerError, type LedgerErrorCode, type LedgerErrorInit } from './ledger-error.js';
-export type { LedgerRetryOptions } from './ledger-http.js';
-export {
-  effectFromAnnotations,
-  type McpAnnotations,
-  type McpToolsOptions,
-  mcpTool,
-  mcpTools,
-} from './mcp-adapter.js';
-export {
-  Reconciler,
-  type ReconcilerOptions,
-  type ReconcileSummary,
-  type ReportContext,
-} from './reconciler.js';
-export { SessionBudget, type SessionBudgetOptions } from './session-budget.js';
+} from './executor/call-record.js';
+export type { ToolCall } from './executor/call-runner.js';
+export { canonicalJson, inputHash, REDACTED, redactPaths, scrubMessage } from './executor/canonical.js';
+export { type AttemptFailure, classify, type Decision } from './executor/classify.js';
+export { SessionBudget, type SessionBudgetOptions } from './executor/session-budget.js';
 export {
   approvalRequired,
   DEFAULT_TOOL_RETRY,
@@ -53,17 +30,45 @@ export {
   type ToolContext,
   type ToolDefinition,
   type ToolPolicy,
-} from './tool.js';
+} from './executor/tool.js';
 export {
   TERMINAL_CODES,
   ToolError,
   type ToolErrorCode,
   type ToolErrorOptions,
   TRANSIENT_CODES,
-} from './tool-error.js';
+} from './executor/tool-error.js';
 export {
   type ExecuteOptions,
   ToolExecutor,
   type ToolExecutorOptions,
   type ToolSpec,
-} from './tool-executor.js';
+} from './executor/tool-executor.js';
+export { backoffCeiling, backoffDelay, type Random, realSleep, type Sleep } from './ledger/backoff.js';
+export {
+  type BeginInput,
+  type BeginResult,
+  type CallOptions,
+  LedgerClient,
+  type LedgerClientOptions,
+} from './ledger/ledger-client.js';
+export {
+  isLedgerError,
+  LedgerError,
+  type LedgerErrorCode,
+  type LedgerErrorInit,
+} from './ledger/ledger-error.js';
+export type { LedgerRetryOptions } from './ledger/ledger-http.js';
+export {
+  effectFromAnnotations,
+  type McpAnnotations,
+  type McpToolsOptions,
+  mcpTool,
+  mcpTools,
+} from './mcp/mcp-adapter.js';
+export {
+  Reconciler,
+  type ReconcilerOptions,
+  type ReconcileSummary,
+  type ReportContext,
+} from './reconciler/reconciler.js';

@@ -5,8 +5,7 @@
  * `OPERATION_IN_PROGRESS`, `OUTCOME_UNKNOWN`, `UNAVAILABLE`); anything else
  * thrown means the ledger could not be asked.
  */
-import type { LedgerClient } from '../client/ledger-client.js';
-import { isLedgerError } from '../client/ledger-error.js';
+import { isLedgerError, type LedgerClient } from '../client/index.js';
 import type { Effect, Operation } from '../contract/index.js';
 import { IdemError } from '../errors.js';
 

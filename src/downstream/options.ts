@@ -2,7 +2,7 @@
  * The options of `idem/fastify` and `idem/express`: plugin-wide defaults,
  * and per route (fastify `config.idempotency`, express `idem.route({...})`).
  */
-import type { LedgerClient } from '../client/ledger-client.js';
+import type { LedgerClient } from '../client/index.js';
 import type { Effect } from '../contract/index.js';
 import type { DownstreamLedger } from './ledger.js';
 

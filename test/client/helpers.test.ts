@@ -1,7 +1,7 @@
 /** Pure helpers of the client: argument parsing, schemas, hashing, redaction, scrubbing, classification. */
 import { Type } from 'typebox';
 import { describe, expect, it } from 'vitest';
-import { parseArguments, strictSchema, validationErrors } from '../../src/client/call-args.js';
+import { parseArguments, strictSchema, validationErrors } from '../../src/client/executor/call-args.js';
 import {
   approvalRequired,
   canonicalJson,

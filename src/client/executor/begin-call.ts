@@ -2,12 +2,12 @@
  * The `begin` of one tool call: the body the executor sends, and what each
  * refusal of the ledger means for the model.
  */
-import type { Operation } from '../contract/index.js';
+import type { Operation } from '../../contract/index.js';
+import type { BeginInput } from '../ledger/ledger-client.js';
+import { isLedgerError } from '../ledger/ledger-error.js';
 import type { CallState } from './call-runner.js';
 import { redactPaths } from './canonical.js';
-import type { BeginInput } from './ledger-client.js';
-import { isLedgerError } from './ledger-error.js';
-import { notRun, type Outcome, unknownOutcome } from './ledger-outcome.js';
+import { notRun, type Outcome, unknownOutcome } from './outcome.js';
 
 /** Executor settings that go into every begin. */
 export interface BeginSettings {

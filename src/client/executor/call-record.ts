@@ -3,7 +3,7 @@
  * the model reads about it.
  */
 import type { Static } from 'typebox';
-import type { ApprovalView, Effect } from '../contract/index.js';
+import type { ApprovalView, Effect } from '../../contract/index.js';
 
 /** How a call ended, as the model and the runtime see it. */
 export type CallStatus = 'succeeded' | 'failed' | 'rejected' | 'outcome_unknown' | 'pending_approval';

@@ -11,14 +11,14 @@
  * these effect classes).
  */
 import type { Logger } from 'pino';
-import type { Effect } from '../contract/index.js';
-import { backoffDelay, type Random, type Sleep } from './backoff.js';
+import type { Effect } from '../../contract/index.js';
+import { backoffDelay, type Random, type Sleep } from '../ledger/backoff.js';
+import type { LedgerClient } from '../ledger/ledger-client.js';
+import { isLedgerError } from '../ledger/ledger-error.js';
 import type { CallApproval, CallError } from './call-record.js';
 import { failedMessage, succeededMessage } from './call-record.js';
 import { classify, type Decision } from './classify.js';
-import type { LedgerClient } from './ledger-client.js';
-import { isLedgerError } from './ledger-error.js';
-import { notRun, notRunNow, type Outcome, outcomeFromOperation, unknownOutcome } from './ledger-outcome.js';
+import { notRun, notRunNow, type Outcome, outcomeFromOperation, unknownOutcome } from './outcome.js';
 import { runAttempt } from './run-attempt.js';
 import type { SessionBudget } from './session-budget.js';
 import {

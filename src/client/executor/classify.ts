@@ -12,7 +12,7 @@
  * | timeout, abort, any other exception         | retry                   | unknown             |
  * | cancelled by the caller                     | complete failed         | unknown             |
  */
-import type { Effect } from '../contract/index.js';
+import type { Effect } from '../../contract/index.js';
 import type { CallError, NextAction } from './call-record.js';
 import { scrubMessage } from './canonical.js';
 import { isRepeatable } from './tool.js';

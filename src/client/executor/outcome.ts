@@ -3,7 +3,7 @@
  * model reads: used for replays, for calls another worker holds, and by the
  * reconciler after a resolve.
  */
-import type { Effect, Operation } from '../contract/index.js';
+import type { Effect, Operation } from '../../contract/index.js';
 import {
   type CallError,
   type CallStatus,

@@ -6,16 +6,16 @@
 import { hostname } from 'node:os';
 import { type Logger, pino } from 'pino';
 import type { TSchema } from 'typebox';
-import { KEY_PATTERN, type Operation } from '../contract/index.js';
-import { type Random, realSleep, type Sleep } from './backoff.js';
+import { KEY_PATTERN, type Operation } from '../../contract/index.js';
+import { type Random, realSleep, type Sleep } from '../ledger/backoff.js';
+import type { LedgerClient } from '../ledger/ledger-client.js';
+import { isLedgerError } from '../ledger/ledger-error.js';
 import { adoptRecorded, beginBody, beginFailure } from './begin-call.js';
 import { parseArguments, strictSchema, validationErrors } from './call-args.js';
 import { logCall } from './call-log.js';
 import { type CallRecord, timing } from './call-record.js';
 import { type CallState, runAcquired, type ToolCall } from './call-runner.js';
 import { inputHash } from './canonical.js';
-import type { LedgerClient } from './ledger-client.js';
-import { isLedgerError } from './ledger-error.js';
 import {
   inProgressOutcome,
   notRun,
@@ -23,7 +23,7 @@ import {
   type Outcome,
   outcomeFromOperation,
   unknownOutcome,
-} from './ledger-outcome.js';
+} from './outcome.js';
 import { SessionBudget, type SessionBudgetOptions } from './session-budget.js';
 import { approvalRequired, type ToolDefinition } from './tool.js';
 

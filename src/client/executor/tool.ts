@@ -4,7 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { Static, TSchema } from 'typebox';
-import type { Effect } from '../contract/index.js';
+import type { Effect } from '../../contract/index.js';
 
 /** A JSON value, as stored in the ledger. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };

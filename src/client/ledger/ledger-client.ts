@@ -18,7 +18,7 @@ import {
   type RejectBody,
   type ResolveBody,
   StatsResponse,
-} from '../contract/index.js';
+} from '../../contract/index.js';
 import { parseRetryAfter } from './ledger-error.js';
 import { LedgerHttp, type LedgerHttpOptions } from './ledger-http.js';
 

@@ -2,7 +2,7 @@
  * The typed error of every failed ledger call: an RFC 9457 problem answered by
  * the service, or a transport failure on the way there or back.
  */
-import type { ErrorCode, Operation } from '../contract/index.js';
+import type { ErrorCode, Operation } from '../../contract/index.js';
 
 /**
  * Codes a `LedgerError` can carry: the contract's problem codes, plus two of

@@ -5,7 +5,7 @@
  */
 import type { TSchema } from 'typebox';
 import { Errors } from 'typebox/value';
-import type { Operation } from '../contract/index.js';
+import type { Operation } from '../../contract/index.js';
 import { backoffDelay, type Random, realSleep, type Sleep } from './backoff.js';
 import { LedgerError, parseRetryAfter } from './ledger-error.js';
 

@@ -11,9 +11,9 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { TSchema } from 'typebox';
-import type { Effect } from '../contract/index.js';
-import { DEFAULT_TOOL_TIMEOUT_MS, type ToolDefinition, type ToolPolicy } from './tool.js';
-import { ToolError } from './tool-error.js';
+import type { Effect } from '../../contract/index.js';
+import { DEFAULT_TOOL_TIMEOUT_MS, type ToolDefinition, type ToolPolicy } from '../executor/tool.js';
+import { ToolError } from '../executor/tool-error.js';
 
 /** Options of {@link mcpTools}. */
 export interface McpToolsOptions {

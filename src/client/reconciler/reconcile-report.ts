@@ -2,10 +2,10 @@
  * What the reconciler tells a session: a call record rebuilt from the ledger,
  * and a short note written as coming from the application, not the user.
  */
-import type { Operation } from '../contract/index.js';
-import type { CallRecord } from './call-record.js';
-import { timing } from './call-record.js';
-import { outcomeFromOperation } from './ledger-outcome.js';
+import type { Operation } from '../../contract/index.js';
+import type { CallRecord } from '../executor/call-record.js';
+import { timing } from '../executor/call-record.js';
+import { outcomeFromOperation } from '../executor/outcome.js';
 
 /** The identity of a call, rebuilt from the operation's metadata. */
 export interface RebuiltCall {

@@ -26,12 +26,12 @@
  */
 import type { Logger } from 'pino';
 import { pino } from 'pino';
-import type { Operation } from '../contract/index.js';
-import type { CallRecord } from './call-record.js';
-import type { LedgerClient } from './ledger-client.js';
-import { isLedgerError } from './ledger-error.js';
+import type { Operation } from '../../contract/index.js';
+import type { CallRecord } from '../executor/call-record.js';
+import type { Json, ProbeResult, ToolDefinition } from '../executor/tool.js';
+import type { LedgerClient } from '../ledger/ledger-client.js';
+import { isLedgerError } from '../ledger/ledger-error.js';
 import { rebuildCall, recordFromOperation, reportText } from './reconcile-report.js';
-import type { Json, ProbeResult, ToolDefinition } from './tool.js';
 
 /** Context handed to `report`. */
 export interface ReportContext {
