@@ -19,10 +19,10 @@ import { LIMITS, Problem } from '../contract/index.js';
 import type { Database } from '../db/database.js';
 import { migrationsApplied } from '../db/migrate.js';
 import { IdemError } from '../errors.js';
+import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { registerAuth } from './auth.js';
 import { registerJsonBody } from './json-body.js';
-import { createMetrics, type Metrics } from '../metrics/metrics.js';
-import { errorHandler, sendProblem } from './problem.js';
+import { errorHandler, sendProblem, toIdemError } from './problem.js';
 import { registerRateLimit } from './rate-limit.js';
 import { operationRoutes } from './routes/operations.js';
 import { operatorRoutes } from './routes/operator.js';
@@ -51,6 +51,7 @@ export const LOG_REDACT = [
 
 export const VERSION = '0.1.0';
 
+const BEGIN_ROUTE = '/v1/scopes/:scope/operations';
 const TRANSITION_ROUTE =
   /\/operations\/:key\/(dispatch|heartbeat|complete|release|unknown|approve|reject|resolve)$/;
 
@@ -94,6 +95,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  // Every begin that ends in a problem (refused, unauthorized, database down, a bug) counts
+  // under the code its reply carries; hooks throw too, so the route alone would miss some.
+  app.addHook('onError', async (request, _reply, err) => {
+    if (request.method === 'POST' && request.routeOptions.url === BEGIN_ROUTE) {
+      metrics.beginOutcomes.inc({ outcome: toIdemError(err)?.code ?? 'INTERNAL' });
+    }
+  });
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unknown';
     metrics.httpDuration.observe(
@@ -123,6 +131,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(swaggerUi, { routePrefix: '/docs' });
   registerAuth(app, keys);
   if (opts.rateLimit) registerRateLimit(app, opts.rateLimit.perSecond, opts.rateLimit.burst);
+  // Until the schema is known to be complete, the API answers 503 (a missing table is
+  // no bug of the caller's); once seen complete, never asked again.
+  let migrated = false;
+  app.addHook('preHandler', async (request) => {
+    if (migrated || !request.routeOptions.url?.startsWith('/v1/')) return;
+    if (!(await migrationsApplied(db))) throw new IdemError('UNAVAILABLE', 'migrations are not applied');
+    migrated = true;
+  });
 
   app.get('/healthz', { schema: { tags: ['service'], summary: 'liveness' } }, async () => ({ status: 'ok' }));
   app.get(

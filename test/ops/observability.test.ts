@@ -15,6 +15,8 @@ import { buildApp, LOG_REDACT } from '../../src/http/app.js';
 import { scopeGaugeSource } from '../../src/ledger/sql/stats.js';
 import { Sweeper } from '../../src/ledger/sweeper.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
+import { emptyDatabase } from '../process/support.js';
+import { onPostgres } from '../support/engine.js';
 import { client, expireLease } from '../support/http.js';
 import { createTestApp, type TestApp } from '../support/service.js';
 
@@ -74,6 +76,26 @@ describe('health and readiness', () => {
     } finally {
       await app.close();
       await db.close();
+    }
+  });
+
+  it('the API answers 503 UNAVAILABLE, not 500, on a database never migrated', {
+    timeout: 180_000,
+  }, async () => {
+    const empty = onPostgres() ? await emptyDatabase() : undefined;
+    const db = empty ? postgresDatabase(empty.url, loadConfig({}).db) : await pgliteDatabase(undefined);
+    const app = await buildApp({ db });
+    try {
+      const api = client(app, 'fresh');
+      for (const r of [await api.begin({ key: 'k', request: {} }), await api.get('k')]) {
+        expect(r.status, r.raw).toBe(503);
+        expect(r.body).toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+        expect(r.raw).not.toMatch(/relation|idem_operations|SELECT/i);
+      }
+    } finally {
+      await app.close();
+      await db.close();
+      await empty?.drop();
     }
   });
 
