@@ -1,127 +1,169 @@
 /**
- * A ticket service that uses the ledger before writing (seed 002): the
- * client names each create with an operation id (`Idempotency-Key`), and the
- * ledger decides, atomically, whether this request creates the ticket,
- * replays the stored one, waits for a twin in flight, or refuses a reused id.
+ * The ticket service of seed 002 on `idem/fastify`: registering the plugin
+ * and marking the route is all it takes for a retried `POST /tickets` with
+ * the same `Idempotency-Key` to make one ticket and replay the stored answer
+ * (status, body bytes, `Location`) with `Idempotent-Replayed: true`.
+ *
+ * With a `LedgerClient` the ledger is the remote service and tickets live
+ * here (memory, or a file for the crash drills). With a `PgLedger` the route
+ * is transactional: the ticket row commits with the stored response.
  */
 import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { isLedgerError, type LedgerClient } from '../../src/client/index.js';
-import { type Listening, listen, lose, problem, readJson, send } from '../shared/http.js';
+import idempotency from '../../src/downstream/fastify.js';
+import { storedJson } from '../../src/downstream/stored-response.js';
+import { PgLedger } from '../../src/pg/index.js';
+import { MemoryTicketStore, type PgTicketStore, type Ticket } from './ticket-store.js';
 
-/** A ticket. */
-export interface Ticket {
-  id: string;
-  title: string;
-  body: string;
-  operationId: string;
-}
+export type { Ticket } from './ticket-store.js';
 
 /** Faults a drill can inject, by operation id. */
 export interface TicketFaults {
-  /** Create the ticket, then drop the connection without answering. */
+  /** Create and store, then drop the connection without answering. */
   loseResponse: Set<string>;
-  /** Create the ticket, then never answer (the caller's worker will be killed). */
+  /** Create and store, then never answer. */
   hold: Set<string>;
+  /** Create the ticket, then throw: the outcome is unknown. */
+  throwAfterWrite: Set<string>;
+  /** The handler waits for this before writing (so a twin really overlaps). */
+  gate: Map<string, Promise<void>>;
+  /** SIGKILL the process: before the write, after it (before the commit), after the commit. */
+  crashBeforeWrite: Set<string>;
+  crashAfterWrite: Set<string>;
+  crashAfterCommit: Set<string>;
+}
+
+export interface TicketServiceOptions {
+  ledger: LedgerClient | PgLedger;
+  /** Default: tickets in memory. Required with a PgLedger: a `PgTicketStore`. */
+  store?: MemoryTicketStore | PgTicketStore;
+  scope?: string;
+  port?: number;
+  /** The lease of a create; short in drills so a crashed holder's lapse is seen soon. Default 30 s. */
+  leaseMs?: number;
+  faults?: Partial<TicketFaults>;
 }
 
 /** A running ticket service. */
-export interface TicketService extends Listening {
-  /** Every ticket ever created: the effect count of the drills. */
+export interface TicketService {
+  url: string;
+  app: FastifyInstance;
+  /** Tickets of the memory store (empty with a PgTicketStore: count the table). */
   tickets: Map<string, Ticket>;
   /** Every POST /tickets that arrived, with its operation id. */
   requests: string[];
   faults: TicketFaults;
+  close(): Promise<void>;
 }
 
-/** Starts the service on a free port of 127.0.0.1. */
-export async function startTicketService(options: { ledger: LedgerClient; scope?: string; port?: number }) {
-  const { ledger } = options;
-  const scope = options.scope ?? 'tickets';
-  const tickets = new Map<string, Ticket>();
-  const requests: string[] = [];
-  const faults: TicketFaults = { loseResponse: new Set(), hold: new Set() };
+const die = () => process.kill(process.pid, 'SIGKILL');
 
-  const listening = await listen(async (req, res, url) => {
-    if (req.method === 'POST' && url.pathname === '/tickets') {
-      const opId = req.headers['idempotency-key'];
-      if (typeof opId !== 'string' || opId === '') {
-        return problem(res, 400, 'INVALID_ARGUMENT', 'the Idempotency-Key header (operation id) is required');
-      }
-      requests.push(opId);
-      const input = (await readJson(req)) as { title?: unknown; body?: unknown } | undefined;
-      if (typeof input?.title !== 'string' || typeof input.body !== 'string') {
-        return problem(res, 400, 'INVALID_ARGUMENT', 'title and body are strings');
-      }
-      let begun: Awaited<ReturnType<LedgerClient['begin']>>;
-      try {
-        // Creating a ticket twice makes two tickets: at most once, and
-        // dispatched only after validation so a crash before it is "never ran".
-        begun = await ledger.begin(scope, {
-          key: opId,
-          request: { title: input.title, body: input.body },
+/** Builds and starts the service on a free port of 127.0.0.1. */
+export async function startTicketService(options: TicketServiceOptions): Promise<TicketService> {
+  const scope = options.scope ?? 'tickets';
+  const store = options.store ?? new MemoryTicketStore();
+  const transactional = options.ledger instanceof PgLedger;
+  if (transactional && store instanceof MemoryTicketStore)
+    throw new Error('a PgLedger needs a PgTicketStore');
+  const faults: TicketFaults = {
+    loseResponse: new Set(),
+    hold: new Set(),
+    throwAfterWrite: new Set(),
+    gate: new Map(),
+    crashBeforeWrite: new Set(),
+    crashAfterWrite: new Set(),
+    crashAfterCommit: new Set(),
+    ...options.faults,
+  };
+  const requests: string[] = [];
+  const app = Fastify({ logger: false, forceCloseConnections: true });
+
+  app.addHook('onRequest', async (req) => {
+    const key = req.headers['idempotency-key'];
+    if (req.method === 'POST' && req.url === '/tickets' && typeof key === 'string') requests.push(key);
+  });
+  await app.register(idempotency, { ledger: options.ledger, scope, owner: 'ticket-service' });
+  // Registered after the plugin, so these run once the response is stored (and committed).
+  app.addHook('onSend', async (req, reply, payload) => {
+    const key = req.idempotency?.key;
+    if (!key) return payload;
+    if (faults.crashAfterCommit.has(key)) die();
+    if (faults.hold.has(key)) return new Promise(() => {});
+    if (faults.loseResponse.delete(key)) reply.raw.socket?.destroy();
+    return payload;
+  });
+
+  app.post<{ Body: { title: string; body: string } }>(
+    '/tickets',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          required: ['title', 'body'],
+          additionalProperties: false,
+          properties: { title: { type: 'string', minLength: 1 }, body: { type: 'string' } },
+        },
+      },
+      // Creating a ticket twice makes two tickets: a crash mid-way is an unknown outcome.
+      config: {
+        idempotency: {
+          required: true,
           effect: 'non_idempotent_write',
-          dispatch: false,
-          owner: 'ticket-service',
-        });
-      } catch (err) {
-        if (isLedgerError(err, 'KEY_REUSED')) {
-          return problem(res, 422, 'KEY_REUSED', 'this operation id was used for a different ticket');
-        }
-        if (isLedgerError(err, 'OPERATION_IN_PROGRESS')) {
-          const wait = String(Math.max(1, Math.ceil((err.retryAfterMs ?? 1000) / 1000)));
-          return problem(res, 409, 'OPERATION_IN_PROGRESS', 'this ticket is being created', {
-            'retry-after': wait,
-          });
-        }
-        if (isLedgerError(err, 'OUTCOME_UNKNOWN')) {
-          return problem(
-            res,
-            409,
-            'OUTCOME_UNKNOWN',
-            'nobody knows whether this ticket was created; ask support',
-          );
-        }
-        return problem(res, 503, 'UNAVAILABLE', 'try again later', { 'retry-after': '1' });
-      }
-      if (begun.outcome === 'replayed') {
-        return send(res, 200, begun.operation.result, { 'idempotent-replayed': 'true' });
-      }
-      if (begun.outcome !== 'acquired')
-        return problem(res, 409, 'INVALID_STATE', 'the operation waits for approval');
-      await ledger.dispatch(scope, opId, begun.leaseId);
+          transactional,
+          ...(options.leaseMs ? { leaseMs: options.leaseMs } : {}),
+        },
+      },
+    },
+    async (req, reply) => {
+      const idem = req.idempotency!;
+      await faults.gate.get(idem.key);
+      if (faults.crashBeforeWrite.has(idem.key)) die();
       const ticket: Ticket = {
         id: `T-${randomUUID().slice(0, 8)}`,
-        title: input.title,
-        body: input.body,
-        operationId: opId,
+        title: req.body.title,
+        body: req.body.body,
+        operationId: idem.key,
       };
-      tickets.set(ticket.id, ticket);
-      await ledger.complete(scope, opId, {
-        leaseId: begun.leaseId,
-        status: 'succeeded',
-        result: { ...ticket },
-      });
-      if (faults.hold.has(opId)) return; // never answer
-      if (faults.loseResponse.delete(opId)) return lose(res);
-      return send(res, 201, ticket);
-    }
-    // Status query by the original operation id: the right thing to ask after a timeout.
-    const m = /^\/operations\/(.+)$/.exec(url.pathname);
-    if (req.method === 'GET' && m) {
-      try {
-        const op = await ledger.get(scope, decodeURIComponent(m[1] as string));
-        return send(res, 200, { status: op.status, result: op.result });
-      } catch (err) {
-        if (isLedgerError(err, 'NOT_FOUND')) return problem(res, 404, 'NOT_FOUND', 'no such operation');
-        throw err;
-      }
-    }
-    const t = /^\/tickets\/([^/]+)$/.exec(url.pathname);
-    if (req.method === 'GET' && t) {
-      const ticket = tickets.get(decodeURIComponent(t[1] as string));
-      return ticket ? send(res, 200, ticket) : problem(res, 404, 'NOT_FOUND', 'no such ticket');
-    }
-    return problem(res, 404, 'NOT_FOUND', 'no such route');
-  }, options.port);
-  return { ...listening, tickets, requests, faults } satisfies TicketService;
+      await store.create(ticket, idem.tx!);
+      if (faults.crashAfterWrite.has(idem.key)) die();
+      if (faults.throwAfterWrite.has(idem.key))
+        throw new Error('the ticket was written, then the service failed');
+      return reply.code(201).header('location', `/tickets/${ticket.id}`).send(ticket);
+    },
+  );
+
+  app.get<{ Params: { id: string } }>('/tickets/:id', async (req, reply) => {
+    const ticket = await store.get(req.params.id);
+    return ticket ?? reply.code(404).send({ code: 'NOT_FOUND' });
+  });
+
+  // Status query by the original operation id: the right question after a timeout.
+  app.get<{ Params: { id: string } }>('/operations/:id', async (req, reply) => {
+    const op = await readOperation(options.ledger, scope, req.params.id);
+    if (!op) return reply.code(404).send({ code: 'NOT_FOUND' });
+    return { status: op.status, result: storedJson(op.result) };
+  });
+
+  await app.listen({ host: '127.0.0.1', port: options.port ?? 0 });
+  const addr = app.server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no address');
+  return {
+    url: `http://127.0.0.1:${addr.port}`,
+    app,
+    tickets: store instanceof MemoryTicketStore ? store.tickets : new Map(),
+    requests,
+    faults,
+    close: () => app.close(),
+  };
+}
+
+async function readOperation(ledger: LedgerClient | PgLedger, scope: string, key: string) {
+  if (ledger instanceof PgLedger) return ledger.get(scope, key);
+  try {
+    return await ledger.get(scope, key);
+  } catch (err) {
+    if (isLedgerError(err, 'NOT_FOUND')) return undefined;
+    throw err;
+  }
 }

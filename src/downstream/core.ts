@@ -163,12 +163,18 @@ export class IdempotencyCore<Req> {
       const stored = decodeResponse(op.result);
       r.log.info({ ...logCtx, operationId: op.id, status: op.status }, 'idempotency: replayed');
       if (!stored) {
+        // Resolved by an operator (or too large to store): there are no bytes to replay.
+        if (op.status === 'succeeded' && op.result !== null && !isTooLarge(op.result)) {
+          return answer({
+            status: 200,
+            headers: { 'content-type': 'application/json', 'idempotent-replayed': 'true' },
+            body: Buffer.from(JSON.stringify(op.result)),
+          });
+        }
         return answer(
-          problemResponse(
-            'INVALID_STATE',
-            `this operation ${op.status} without a stored response (resolved by an operator, or too large to store)`,
-            { operationId: op.id },
-          ),
+          problemResponse('INVALID_STATE', `this operation ${op.status} without a response that can be replayed`, {
+            operationId: op.id,
+          }),
         );
       }
       return answer({ ...stored, headers: { ...stored.headers, 'idempotent-replayed': 'true' } });
@@ -266,6 +272,9 @@ export class IdempotencyCore<Req> {
     };
   }
 }
+
+const isTooLarge = (result: unknown) =>
+  typeof result === 'object' && result !== null && (result as { tooLarge?: unknown }).tooLarge === true;
 
 function answer(response: WireResponse): Entry {
   return { kind: 'answer', response };

@@ -29,7 +29,7 @@ describe('D1: ticket service', () => {
     service.faults.loseResponse.add(opId);
     const input = { title: 'check the deploy config', body: 'found in D2' };
     const first = await createTicket(service.url, opId, input);
-    expect(first).toMatchObject({ status: 200, replayed: true, requests: 2 });
+    expect(first).toMatchObject({ status: 201, replayed: true, requests: 2 });
     expect(service.requests.filter((r) => r === opId)).toHaveLength(2);
     expect(ticketsOf(opId)).toHaveLength(1);
     expect(first.ticket).toEqual(ticketsOf(opId)[0]);
