@@ -75,7 +75,7 @@ export async function awaitDatabase(db: Database, log: StartupLog, o: StartupOpt
       const { code, reason } = describeFailure(err);
       log.warn(
         { attempt, retryInMs: delayMs, ...(code ? { code } : {}) },
-        `database unavailable (${reason}); retrying in ${delayMs} ms`,
+        `waiting for the database (${reason}); next try in ${delayMs} ms`,
       );
       await sleep(delayMs, o.signal);
     }
