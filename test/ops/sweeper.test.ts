@@ -36,7 +36,7 @@ const inList = (ids: string[]): SQL =>
 /** Events per operation id, by type. */
 async function eventsByOp(scopePrefix: string): Promise<Map<string, string[]>> {
   const rows = await t.db.rows<{ id: string; type: string }>(sql`
-    SELECT operation_id::text AS id, type FROM idem_events WHERE scope LIKE ${`${scopePrefix}%`} ORDER BY version`);
+    SELECT operation_id::text AS id, type FROM idem_events WHERE scope LIKE ${`${scopePrefix}%`} ORDER BY version, at`);
   const m = new Map<string, string[]>();
   for (const r of rows) m.set(r.id, [...(m.get(r.id) ?? []), r.type]);
   return m;

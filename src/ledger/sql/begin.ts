@@ -31,7 +31,16 @@ import type { Effect } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
 import { statement } from '../../db/statement.js';
 import { insertEvent } from './events.js';
-import { CLOCK, columnsOf, effectiveOf, fromDb, lapsedColumns, type OperationRow, projection } from './row.js';
+import {
+  CLOCK,
+  columnsOf,
+  effectiveOf,
+  effStatus,
+  fromDb,
+  lapsedColumns,
+  type OperationRow,
+  projection,
+} from './row.js';
 import { type TransitionResult, transition, transitionStatement } from './transition.js';
 
 export interface NewOperation {
@@ -155,7 +164,8 @@ export function acquire(db: Database, i: NewOperation): Promise<TransitionResult
   });
 }
 
-const LAPSED = lapsedColumns('o', 'e.eff');
+// In cur's target list (see `TransitionShape.prepare`), so the rule is spelled out again here.
+const LAPSED = lapsedColumns('o', `(${effStatus('o', 'c.now')})`);
 
 /** The lapse itself: its event is the transition's own lapse event (actor `system`). */
 const LAPSE = transitionStatement({

@@ -51,17 +51,25 @@ export const LAPSE_EVENT_DETAIL = (status: string, lapsedAt: string) =>
           'lapsedAt', to_char(${lapsedAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`;
 
 /**
- * Oldest first. `version` orders one operation's changes. A refusal records
- * the version it was refused at, so within a version it comes after the
- * change that made that version (its transaction may have started earlier and
- * waited on the row lock); then `at`.
+ * Oldest first, in the order they were recorded, without a second clock: one
+ * version `V` of an operation lists
+ *   0. the change that made `V`,
+ *   1. the calls refused while `V` was current (each held the row lock, so all
+ *      of them committed before anything could write `V + 1`), by time,
+ *   2. the lapse of `V`, recorded by whatever wrote `V + 1` (a transition or the
+ *      sweeper), which is therefore later than every refusal at `V`.
+ * Event times are their statement's `now()`: a refused call that waited on
+ * the row lock can carry an earlier time than the change it lost to.
  */
+const RANK = `CASE WHEN type IN (${REFUSALS.map((t) => `'${t}'`).join(', ')}) THEN 1
+    WHEN type IN ('lease_expired', 'approval_expired') THEN 2 ELSE 0 END`;
+
 const LIST_EVENTS = statement(
   'list_events',
   `
   SELECT type, at, actor, attempt, detail FROM idem_events
   WHERE scope = $scope AND operation_id = $operationId::uuid
-  ORDER BY version, type IN (${REFUSALS.map((t) => `'${t}'`).join(', ')}), at`,
+  ORDER BY version, ${RANK}, at`,
 );
 
 interface EventRow {

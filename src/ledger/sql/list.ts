@@ -34,7 +34,8 @@ const FROM_EFFECTIVE = sql.raw(`${CLOCK} ${effectiveOf('o')}`);
 
 export type ListRow = OperationRow & { cursorUs: string };
 
-export async function listOperations(db: Database, f: ListFilter): Promise<ListRow[]> {
+/** The statement of one filter (its shape changes with the filter, so it is built per call). */
+export function listQuery(f: ListFilter): SQL {
   const where: SQL[] = [scopeFilter(f.patterns)];
   if (f.scope !== undefined) where.push(sql`o.scope = ${f.scope}`);
   if (f.status !== undefined) where.push(sql`e.eff = ${f.status}`);
@@ -49,10 +50,14 @@ export async function listOperations(db: Database, f: ListFilter): Promise<ListR
       sql`(o.created_at, o.id) > (timestamptz 'epoch' + ${f.after.createdUs}::bigint * interval '1 microsecond', ${f.after.id}::uuid)`,
     );
   }
-  const rows = await db.rows<Record<string, unknown>>(sql`
+  return sql`
     SELECT ${PROJECTION}, ((extract(epoch FROM o.created_at) * 1000000)::bigint)::text AS "cursorUs"
     FROM idem_operations o CROSS JOIN ${FROM_EFFECTIVE}
     WHERE ${sql.join(where, sql` AND `)}
-    ORDER BY o.created_at, o.id LIMIT ${f.limit}`);
+    ORDER BY o.created_at, o.id LIMIT ${f.limit}`;
+}
+
+export async function listOperations(db: Database, f: ListFilter): Promise<ListRow[]> {
+  const rows = await db.rows<Record<string, unknown>>(listQuery(f));
   return rows.map((r) => fromDb<ListRow>(r));
 }

@@ -14,15 +14,18 @@ const OPEN_RAW = "status IN ('pending_approval', 'ready', 'in_progress', 'outcom
 const OPEN = sql.raw(OPEN_RAW);
 const FROM_EFFECTIVE = sql.raw(`${CLOCK} ${effectiveOf('o')}`);
 
-export async function openCounts(db: Database, scopes?: (scope: string) => boolean): Promise<ScopeStatRow[]> {
-  const rows = await db.rows<ScopeStatRow>(sql`
+/** Per scope and effective status: how many open operations, and the oldest's age. */
+export const OPEN_COUNTS = sql`
     SELECT scope, status, count(*)::int AS n,
       (extract(epoch FROM now() - min(updated_at)) * 1000)::float8 AS "oldestMs"
     FROM (SELECT o.scope, e.eff AS status, l.updated_at
           FROM idem_operations o CROSS JOIN ${FROM_EFFECTIVE} WHERE o.${OPEN}) open_ops
     -- A lapse can turn an open row terminal (an expired approval reads as rejected).
     WHERE ${OPEN}
-    GROUP BY scope, status ORDER BY scope, status`);
+    GROUP BY scope, status ORDER BY scope, status`;
+
+export async function openCounts(db: Database, scopes?: (scope: string) => boolean): Promise<ScopeStatRow[]> {
+  const rows = await db.rows<ScopeStatRow>(OPEN_COUNTS);
   return scopes ? rows.filter((r) => scopes(r.scope)) : rows;
 }
 

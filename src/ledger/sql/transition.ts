@@ -8,7 +8,8 @@
  *   cur      = the row, locked (FOR UPDATE waits for a concurrent writer and
  *              sees the newest committed version), with the database's time
  *              `now`, its effective status `eff_status` (row.ts), whether its
- *              lease is live, and every time value the UPDATE will copy
+ *              lease is live, and every time value the UPDATE will copy, all
+ *              in cur's target list (re-evaluated on the newest version)
  *   upd      = UPDATE ... FROM cur WHERE <guard over cur> RETURNING the new row
  *   lapse_ev = when upd changed a row whose lapse was only read so far, the
  *              lapse's own event first (actor `system`, at the old version),
@@ -30,7 +31,12 @@ import { CLOCK, columnsOf, effectiveOf, effStatus, fromDb, type OperationRow, pr
 export interface TransitionShape {
   /** The statement's name (`idem_<name>`, `docs/sql/<name>.sql`). */
   name: string;
-  /** Extra `cur` columns, over `o` (the row), `c.now` and `e.eff`: all time arithmetic goes here. */
+  /**
+   * Extra `cur` columns, over `o` (the row) and `c.now`: all time arithmetic goes here.
+   * They must be expressions of cur's own target list, never a joined subquery:
+   * when FOR UPDATE waits for a concurrent writer, Postgres re-evaluates the
+   * target list on the newest row version but reuses joined subqueries' rows.
+   */
   prepare?: string;
   guard: string;
   /** SET list over `cur`; `version` and `updated_at` are always set. */
@@ -76,10 +82,10 @@ export function transitionStatement(t: TransitionShape): Statement {
     t.name,
     `
     WITH cur AS (
-      SELECT o.*, c.now, e.eff AS eff_status, (o.lease_expires_at > c.now) AS lease_live,
+      SELECT o.*, c.now, ${effStatus('o', 'c.now')} AS eff_status,
+        (o.lease_expires_at > c.now) AS lease_live,
         c.now + o.retention_ms * interval '1 millisecond' AS retain_until${prepare}
       FROM idem_operations o CROSS JOIN ${CLOCK}
-        CROSS JOIN LATERAL (SELECT ${effStatus('o', 'c.now')} AS eff OFFSET 0) e
       WHERE o.scope = $scope AND o.key = $key
       FOR UPDATE OF o
     ), upd AS (
