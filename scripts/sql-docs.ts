@@ -10,10 +10,14 @@ const wanted = new Map(renderedStatements().map((s) => [`${s.name}.sql`, renderF
 const present = existsSync(DIR) ? readdirSync(DIR).filter((f) => f.endsWith('.sql')) : [];
 
 if (process.argv.includes('--check')) {
-  const stale = [...wanted].filter(([f, text]) => !existsSync(new URL(f, DIR)) || readFileSync(new URL(f, DIR), 'utf8') !== text);
+  const stale = [...wanted].filter(
+    ([f, text]) => !existsSync(new URL(f, DIR)) || readFileSync(new URL(f, DIR), 'utf8') !== text,
+  );
   const extra = present.filter((f) => !wanted.has(f));
   if (stale.length || extra.length) {
-    console.error(`docs/sql is stale (${[...stale.map(([f]) => f), ...extra].join(', ')}): run \`npm run sql-docs\` and commit the result`);
+    console.error(
+      `docs/sql is stale (${[...stale.map(([f]) => f), ...extra].join(', ')}): run \`npm run sql-docs\` and commit the result`,
+    );
     process.exit(1);
   }
   console.log(`docs/sql is current (${wanted.size} statements)`);

@@ -102,7 +102,11 @@ export async function begin(
         seen = taken.row; // another writer changed it first: decide on what it left
         continue;
       }
-      const res: BeginResponse = { outcome: 'acquired', operation: toOperation(taken.row), lease: leaseOf(taken.row) };
+      const res: BeginResponse = {
+        outcome: 'acquired',
+        operation: toOperation(taken.row),
+        lease: leaseOf(taken.row),
+      };
       if (taken.row.leaseRecovered) res.recovered = true;
       return { status: 200, body: res };
     }
@@ -115,7 +119,11 @@ export async function begin(
 function created(row: OperationRow): BeginResult {
   const operation = toOperation(row);
   if (row.status === 'pending_approval') {
-    return { status: 202, body: { outcome: 'pending_approval', operation }, retryAfter: PENDING_RETRY_AFTER_S };
+    return {
+      status: 202,
+      body: { outcome: 'pending_approval', operation },
+      retryAfter: PENDING_RETRY_AFTER_S,
+    };
   }
   return { status: 201, body: { outcome: 'acquired', operation, lease: leaseOf(row) } };
 }
@@ -137,16 +145,25 @@ async function existing(db: Database, row: OperationRow, leaseId: string): Promi
       });
     }
     case 'pending_approval':
-      return { status: 202, body: { outcome: 'pending_approval', operation }, retryAfter: PENDING_RETRY_AFTER_S };
+      return {
+        status: 202,
+        body: { outcome: 'pending_approval', operation },
+        retryAfter: PENDING_RETRY_AFTER_S,
+      };
     case 'outcome_unknown': {
       const written = row.storedStatus === 'in_progress' ? await lapseOne(db, row.scope, row.key) : undefined;
-      throw new IdemError('OUTCOME_UNKNOWN', 'the outcome is unknown; it must be resolved before it can run again', {
-        operation: written ? toOperation(written) : operation,
-      });
+      throw new IdemError(
+        'OUTCOME_UNKNOWN',
+        'the outcome is unknown; it must be resolved before it can run again',
+        {
+          operation: written ? toOperation(written) : operation,
+        },
+      );
     }
     default: {
       // succeeded, failed, rejected: replay the stored outcome.
-      const written = row.storedStatus === 'pending_approval' ? await lapseOne(db, row.scope, row.key) : undefined;
+      const written =
+        row.storedStatus === 'pending_approval' ? await lapseOne(db, row.scope, row.key) : undefined;
       return {
         status: 200,
         body: { outcome: 'replayed', operation: written ? toOperation(written) : operation },

@@ -6,9 +6,9 @@ import { LIMITS, type OperationResponse } from '../contract/index.js';
 import type { Database } from '../db/database.js';
 import { IdemError } from '../errors.js';
 import { canonicalJson } from './json-value.js';
+import { toOperation } from './operation.js';
 import * as sqlOperator from './sql/operator.js';
 import type { TransitionResult } from './sql/transition.js';
-import { toOperation } from './operation.js';
 
 export interface OperatorTarget {
   scope: string;
