@@ -172,9 +172,13 @@ export class IdempotencyCore<Req> {
           });
         }
         return answer(
-          problemResponse('INVALID_STATE', `this operation ${op.status} without a response that can be replayed`, {
-            operationId: op.id,
-          }),
+          problemResponse(
+            'INVALID_STATE',
+            `this operation ${op.status} without a response that can be replayed`,
+            {
+              operationId: op.id,
+            },
+          ),
         );
       }
       return answer({ ...stored, headers: { ...stored.headers, 'idempotent-replayed': 'true' } });

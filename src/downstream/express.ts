@@ -54,7 +54,7 @@ function chunkOf(chunk: unknown, encoding?: unknown): Buffer {
 /** Holds the response back until `run.finish` has stored it. */
 function capture(res: Response, run: Run): void {
   const chunks: Buffer[] = [];
-  const end = res.end.bind(res);
+  const { end, write, writeHead } = res;
   let ended = false;
   res.writeHead = ((status: number, reason?: unknown, headers?: unknown) => {
     res.statusCode = status;
@@ -87,7 +87,11 @@ function capture(res: Response, run: Run): void {
         for (const [k, v] of Object.entries(sent.headers)) res.setHeader(k, v);
         res.setHeader('content-length', sent.body.length);
       }
-      end(sent.body, typeof cb === 'function' ? (cb as () => void) : undefined);
+      // node's own end() calls writeHead() for the implicit header: give the originals back first.
+      res.writeHead = writeHead;
+      res.write = write;
+      res.end = end;
+      res.end(sent.body, typeof cb === 'function' ? (cb as () => void) : undefined);
     });
     return res;
   }) as Response['end'];
