@@ -12,6 +12,13 @@ export const SCOPE_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$';
 export const KEY_PATTERN = '^[^\\u0000-\\u001F\\u007F]{1,255}$';
 /** A client-supplied opaque fingerprint: 1..128 printable ASCII characters. */
 export const FINGERPRINT_PATTERN = '^[\\x20-\\x7E]{1,128}$';
+/**
+ * A UUID in its one canonical spelling, 8-4-4-4-12 hex digits, either case.
+ * The `uuid` format alone also admits `urn:uuid:...`, which Postgres cannot cast.
+ */
+export const UUID_PATTERN = '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$';
+/** The largest attempt number (a Postgres `integer`). */
+export const MAX_ATTEMPT = 2_147_483_647;
 
 export const EFFECTS = ['read', 'idempotent_write', 'non_idempotent_write', 'unclassified'] as const;
 export type Effect = (typeof EFFECTS)[number];
@@ -37,6 +44,8 @@ export const Fingerprint = Type.String({ pattern: FINGERPRINT_PATTERN });
 export const EffectSchema = Type.Enum(EFFECTS, { description: 'effect class, fixed at creation' });
 export const StatusSchema = Type.Enum(STATUSES);
 export const Timestamp = Type.String({ format: 'date-time' });
+/** A UUID: canonical 8-4-4-4-12 hex (either case). */
+export const Uuid = Type.String({ format: 'uuid', pattern: UUID_PATTERN });
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
 
 export const LeaseView = Type.Object(
@@ -64,7 +73,7 @@ export const ResolutionView = Type.Object({
 
 export const Operation = Type.Object(
   {
-    id: Type.String({ format: 'uuid' }),
+    id: Uuid,
     scope: Type.String(),
     key: Type.String(),
     fingerprint: Type.String(),
@@ -88,7 +97,7 @@ export type Operation = Static<typeof Operation>;
 
 /** Returned only to the acquirer of a lease. */
 export const Lease = Type.Object({
-  id: Type.String({ format: 'uuid' }),
+  id: Uuid,
   attempt: Type.Integer({ minimum: 1 }),
   expiresAt: Timestamp,
 });
@@ -109,10 +118,15 @@ export const LIMITS = {
   metadataBytes: 16 * 1024,
   noteChars: 4096,
   ownerChars: 200,
+  reasonBytes: 1024,
   jsonDepth: 64,
 } as const;
 
-const LeaseId = Type.String({ format: 'uuid' });
+const LeaseId = Type.String({
+  format: 'uuid',
+  pattern: UUID_PATTERN,
+  description: 'canonical 8-4-4-4-12 hex; answered in lower case',
+});
 
 export const BeginBody = Type.Object(
   {
@@ -144,6 +158,22 @@ export type BeginResponse = Static<typeof BeginResponse>;
 
 export const LeaseBody = Type.Object({ leaseId: LeaseId }, { additionalProperties: false });
 export type LeaseBody = Static<typeof LeaseBody>;
+
+/** release and unknown: why the lease ended, recorded in the event's detail. */
+export const LeaseEndBody = Type.Object(
+  {
+    leaseId: LeaseId,
+    reason: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: LIMITS.reasonBytes,
+        description: 'why the lease ended, for operators; at most 1 KiB of UTF-8',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type LeaseEndBody = Static<typeof LeaseEndBody>;
 
 export const HeartbeatBody = Type.Object(
   { leaseId: LeaseId, leaseMs: Type.Optional(Type.Integer(LEASE_MS)) },
@@ -180,7 +210,7 @@ export const ResolveBody = Type.Object(
     status: Type.Enum(['succeeded', 'failed', 'ready']),
     note: Note,
     result: Type.Optional(Type.Unknown()),
-    expectedAttempt: Type.Optional(Type.Integer({ minimum: 0 })),
+    expectedAttempt: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_ATTEMPT })),
   },
   { additionalProperties: false },
 );

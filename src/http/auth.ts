@@ -34,6 +34,19 @@ export function registerAuth(app: FastifyInstance, keys: KeyStore): void {
   });
 }
 
+/**
+ * A route's onRequest hook: 401/403 from the URL alone (the `scope` path
+ * parameter, else the `scope` query member), before the body is read or
+ * validated, so a caller without the right learns nothing about its body.
+ */
+export function access(role?: Role) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const scope =
+      (request.params as { scope?: unknown }).scope ?? (request.query as { scope?: unknown } | null)?.scope;
+    authorize(request, typeof scope === 'string' ? scope : undefined, role);
+  };
+}
+
 /** Throws 403 unless the caller may use `scope` (and has `role`, if given). */
 export function authorize(request: FastifyRequest, scope: string | undefined, role?: Role): Principal {
   const p = request.principal;

@@ -11,20 +11,34 @@ import {
   EventsResponse,
   HeartbeatBody,
   LeaseBody,
+  LeaseEndBody,
+  LIMITS,
   OperationResponse,
+  Uuid,
 } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
-import { IdemError } from '../../errors.js';
+import { IdemError, invalid } from '../../errors.js';
 import { begin } from '../../ledger/begin.js';
 import * as holder from '../../ledger/holder.js';
 import { listEvents } from '../../ledger/sql/events.js';
 import { readById, readByKey } from '../../ledger/sql/read.js';
 import { toOperation } from '../../ledger/sql/view.js';
-import { authorize } from '../auth.js';
+import { access, authorize } from '../auth.js';
 import { toIdemError } from '../problem.js';
 import { KeyParams, problems, ScopeParams } from './common.js';
 
-const IdParams = Type.Object({ id: Type.String({ format: 'uuid' }) });
+const IdParams = Type.Object({ id: Uuid });
+
+/** Lease ids are compared as stored (lower case), whatever case the client wrote them in. */
+const lower = (id: string) => id.toLowerCase();
+
+function reasonOf(b: LeaseEndBody): { reason?: string } {
+  if (b.reason === undefined) return {};
+  if (Buffer.byteLength(b.reason, 'utf8') > LIMITS.reasonBytes) {
+    throw invalid('reason', `at most ${LIMITS.reasonBytes} bytes of UTF-8`);
+  }
+  return { reason: b.reason };
+}
 
 const tags = ['operations'];
 
@@ -39,7 +53,9 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
   app.post<{ Params: Static<typeof ScopeParams>; Body: BeginBody }>(
     '/v1/scopes/:scope/operations',
     {
+      onRequest: access(),
       schema: {
+        operationId: 'begin',
         summary: 'begin: register an operation or re-enter it',
         tags,
         params: ScopeParams,
@@ -53,9 +69,10 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
       },
     },
     async (request, reply) => {
-      const p = authorize(request, request.params.scope);
+      const b = request.body;
       try {
-        const r = await begin(db, request.params.scope, request.body, p.name);
+        const body = b.leaseId === undefined ? b : { ...b, leaseId: lower(b.leaseId) };
+        const r = await begin(db, request.params.scope, body, request.principal.name);
         deps.onBegin?.(r.body.outcome);
         if (r.replayed) reply.header('idempotent-replayed', 'true');
         if (r.retryAfter !== undefined) reply.header('retry-after', String(r.retryAfter));
@@ -71,7 +88,9 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
   app.get<{ Params: KeyParams }>(
     '/v1/scopes/:scope/operations/:key',
     {
+      onRequest: access(),
       schema: {
+        operationId: 'getOperation',
         summary: 'read an operation by scope and key (rule A applied)',
         tags,
         params: KeyParams,
@@ -79,7 +98,6 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
       },
     },
     async (request) => {
-      authorize(request, request.params.scope);
       const row = await readByKey(db, request.params.scope, request.params.key);
       if (!row) throw new IdemError('NOT_FOUND', 'no such operation');
       return { operation: toOperation(row) };
@@ -90,6 +108,7 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
     '/v1/operations/:id',
     {
       schema: {
+        operationId: 'getOperationById',
         summary: 'read an operation by id',
         tags,
         params: IdParams,
@@ -107,7 +126,9 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
   app.get<{ Params: KeyParams }>(
     '/v1/scopes/:scope/operations/:key/events',
     {
+      onRequest: access(),
       schema: {
+        operationId: 'listEvents',
         summary: 'the append-only event log of an operation, oldest first',
         tags,
         params: KeyParams,
@@ -115,7 +136,6 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
       },
     },
     async (request) => {
-      authorize(request, request.params.scope);
       const row = await readByKey(db, request.params.scope, request.params.key);
       if (!row) throw new IdemError('NOT_FOUND', 'no such operation');
       return { events: await listEvents(db, row.scope, row.id) };
@@ -124,14 +144,17 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
 
   const holderRoute = <B extends { leaseId: string }>(
     name: string,
+    operationId: string,
     summary: string,
-    body: typeof LeaseBody | typeof HeartbeatBody | typeof CompleteBody,
+    body: typeof LeaseBody | typeof LeaseEndBody | typeof HeartbeatBody | typeof CompleteBody,
     run: (t: holder.HolderTarget, body: B) => Promise<unknown>,
   ) =>
     app.post<{ Params: KeyParams; Body: B }>(
       `/v1/scopes/:scope/operations/:key/${name}`,
       {
+        onRequest: access(),
         schema: {
+          operationId,
           summary,
           tags: ['lease holder'],
           params: KeyParams,
@@ -140,28 +163,53 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
         },
       },
       async (request) => {
-        const p = authorize(request, request.params.scope);
         const { scope, key } = request.params;
         const b = request.body as B;
-        return run({ scope, key, leaseId: b.leaseId, actor: p.name }, b);
+        return run({ scope, key, leaseId: lower(b.leaseId), actor: request.principal.name }, b);
       },
     );
 
-  holderRoute('dispatch', 'mark the side effect as started (needs a live lease)', LeaseBody, (t) =>
-    holder.dispatch(db, t),
+  holderRoute(
+    'dispatch',
+    'dispatch',
+    'mark the side effect as started (needs a live lease)',
+    LeaseBody,
+    (t) => holder.dispatch(db, t),
   );
   holderRoute<Static<typeof HeartbeatBody>>(
+    'heartbeat',
     'heartbeat',
     'extend the lease (needs a live lease)',
     HeartbeatBody,
     (t, b) => holder.heartbeat(db, b.leaseMs === undefined ? t : { ...t, leaseMs: b.leaseMs }),
   );
-  holderRoute<Static<typeof CompleteBody>>('complete', 'store the outcome; terminal', CompleteBody, (t, b) =>
-    holder.complete(db, { ...t, status: b.status, result: b.result }),
+  holderRoute<Static<typeof CompleteBody>>(
+    'complete',
+    'complete',
+    'store the outcome; terminal',
+    CompleteBody,
+    (t, b) => holder.complete(db, { ...t, status: b.status, result: b.result }),
   );
-  holderRoute('release', 'the effect did not happen: back to ready', LeaseBody, (t) => holder.release(db, t));
-  holderRoute('unknown', 'the holder cannot tell whether the effect happened', LeaseBody, (t) =>
-    holder.unknown(db, t),
+  // The reason rides along in the target; the ledger records it in the event's detail.
+  holderRoute<LeaseEndBody>(
+    'release',
+    'release',
+    'the effect did not happen: back to ready',
+    LeaseEndBody,
+    (t, b) => {
+      const target = { ...t, ...reasonOf(b) };
+      return holder.release(db, target);
+    },
+  );
+  holderRoute<LeaseEndBody>(
+    'unknown',
+    'markUnknown',
+    'the holder cannot tell whether the effect happened',
+    LeaseEndBody,
+    (t, b) => {
+      const target = { ...t, ...reasonOf(b) };
+      return holder.unknown(db, target);
+    },
   );
 }
 

@@ -16,23 +16,13 @@ import {
   StatsResponse,
 } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
-import { invalid } from '../../errors.js';
 import * as operator from '../../ledger/operator.js';
 import { listOperations } from '../../ledger/sql/list.js';
 import { openCounts } from '../../ledger/sql/stats.js';
 import { toOperation } from '../../ledger/sql/view.js';
-import { authorize } from '../auth.js';
+import { access } from '../auth.js';
+import { decodeCursor, encodeCursor } from '../cursor.js';
 import { KeyParams, problems } from './common.js';
-
-function encodeCursor(createdUs: string, id: string): string {
-  return Buffer.from(`${createdUs}.${id}`).toString('base64url');
-}
-
-function decodeCursor(cursor: string): { createdUs: string; id: string } {
-  const m = /^(\d{1,20})\.([0-9a-f-]{36})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!m) throw invalid('cursor', 'not a cursor this service issued');
-  return { createdUs: m[1]!, id: m[2]! };
-}
 
 export function operatorRoutes(app: FastifyInstance, db: Database): void {
   const route = <B>(
@@ -44,7 +34,10 @@ export function operatorRoutes(app: FastifyInstance, db: Database): void {
     app.post<{ Params: KeyParams; Body: B }>(
       `/v1/scopes/:scope/operations/:key/${name}`,
       {
+        // Operator role and scope from the URL, before the body is read: a client key is 403 whatever it sends.
+        onRequest: access('operator'),
         schema: {
+          operationId: name,
           summary,
           tags: ['operator'],
           params: KeyParams,
@@ -53,9 +46,8 @@ export function operatorRoutes(app: FastifyInstance, db: Database): void {
         },
       },
       async (request) => {
-        const p = authorize(request, request.params.scope, 'operator');
         return run(
-          { scope: request.params.scope, key: request.params.key, actor: p.name },
+          { scope: request.params.scope, key: request.params.key, actor: request.principal.name },
           request.body as B,
         );
       },
@@ -77,7 +69,9 @@ export function operatorRoutes(app: FastifyInstance, db: Database): void {
   app.get<{ Querystring: ListQuery }>(
     '/v1/operations',
     {
+      onRequest: access(),
       schema: {
+        operationId: 'listOperations',
         summary: "list operations in the caller's scopes, oldest first, keyset-paginated",
         tags: ['operations'],
         querystring: ListQuery,
@@ -86,7 +80,6 @@ export function operatorRoutes(app: FastifyInstance, db: Database): void {
     },
     async (request) => {
       const q = request.query;
-      if (q.scope !== undefined) authorize(request, q.scope);
       const limit = q.limit ?? 100;
       const rows = await listOperations(db, {
         patterns: request.principal.scopes,
@@ -109,14 +102,16 @@ export function operatorRoutes(app: FastifyInstance, db: Database): void {
   app.get(
     '/v1/stats',
     {
+      onRequest: access('operator'),
       schema: {
+        operationId: 'stats',
         summary: 'per scope: counts of open operations, age of the oldest outcome_unknown (operator)',
         tags: ['operator'],
         response: { 200: StatsResponse, ...problems(401, 403, 503) },
       },
     },
     async (request) => {
-      const p = authorize(request, undefined, 'operator');
+      const p = request.principal;
       const rows = await openCounts(db, (s) => scopeAllowed(p.scopes, s));
       const byScope = new Map<string, Static<typeof StatsResponse>['scopes'][number]>();
       for (const r of rows) {
