@@ -4,19 +4,17 @@
  */
 export type * from '../contract/index.js';
 export { logCall } from './executor/call-log.js';
-export {
-  type CallApproval,
-  type CallError,
-  type CallRecord,
-  type CallStatus,
-  DID_NOT_RUN,
-  IN_PROGRESS_TEXT,
-  type NextAction,
-  OUTCOME_UNKNOWN_TEXT,
+export type {
+  CallApproval,
+  CallError,
+  CallRecord,
+  CallStatus,
+  NextAction,
 } from './executor/call-record.js';
-export type { ToolCall } from './executor/call-runner.js';
+export type { ToolCall } from './executor/call-state.js';
 export { canonicalJson, inputHash, REDACTED, redactPaths, scrubMessage } from './executor/canonical.js';
 export { type AttemptFailure, classify, type Decision } from './executor/classify.js';
+export { DID_NOT_RUN, IN_PROGRESS_TEXT, OUTCOME_UNKNOWN_TEXT } from './executor/model-text.js';
 export { SessionBudget, type SessionBudgetOptions } from './executor/session-budget.js';
 export {
   approvalRequired,
@@ -46,8 +44,7 @@ export {
 } from './executor/tool-executor.js';
 export { backoffCeiling, backoffDelay, type Random, realSleep, type Sleep } from './ledger/backoff.js';
 export {
-  type BeginInput,
-  type BeginResult,
+  type BeginReply,
   type CallOptions,
   LedgerClient,
   type LedgerClientOptions,

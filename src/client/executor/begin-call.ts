@@ -2,12 +2,12 @@
  * The `begin` of one tool call: the body the executor sends, and what each
  * refusal of the ledger means for the model.
  */
-import type { Operation } from '../../contract/index.js';
-import type { BeginInput } from '../ledger/ledger-client.js';
+import type { BeginBody, Operation } from '../../contract/index.js';
 import { isLedgerError } from '../ledger/ledger-error.js';
-import type { CallState } from './call-runner.js';
+import type { Outcome } from './call-record.js';
+import type { CallState } from './call-state.js';
 import { redactPaths } from './canonical.js';
-import { notRun, type Outcome, unknownOutcome } from './outcome.js';
+import { notRun, unknownOutcome } from './outcome.js';
 
 /** Executor settings that go into every begin. */
 export interface BeginSettings {
@@ -23,7 +23,7 @@ export function beginBody(
   hash: string,
   traceId: string | undefined,
   s: BeginSettings,
-): BeginInput {
+): BeginBody {
   const { call, tool } = c;
   const redact = tool.policy.redact ?? [];
   const metadata: Record<string, unknown> = {
@@ -35,7 +35,7 @@ export function beginBody(
     traceId: traceId ?? null,
     requiresApproval: c.requiresApproval,
   };
-  const body: BeginInput = {
+  const body: BeginBody = {
     key: c.key,
     effect: c.effect,
     leaseMs: s.leaseMs,

@@ -10,66 +10,26 @@
  * dispatched, expired lease that rule A hands to the next `begin` (re-run for
  * these effect classes).
  */
-import type { Logger } from 'pino';
-import type { Effect } from '../../contract/index.js';
-import { backoffDelay, type Random, type Sleep } from '../ledger/backoff.js';
-import type { LedgerClient } from '../ledger/ledger-client.js';
+import { backoffDelay } from '../ledger/backoff.js';
 import { isLedgerError } from '../ledger/ledger-error.js';
-import type { CallApproval, CallError } from './call-record.js';
-import { failedMessage, succeededMessage } from './call-record.js';
+import type { CallError, Outcome } from './call-record.js';
+import type { CallState, RunnerDeps } from './call-state.js';
 import { classify, type Decision } from './classify.js';
-import { notRun, notRunNow, type Outcome, outcomeFromOperation, unknownOutcome } from './outcome.js';
-import { runAttempt } from './run-attempt.js';
-import type { SessionBudget } from './session-budget.js';
-import {
-  DEFAULT_TOOL_RETRY,
-  DEFAULT_TOOL_TIMEOUT_MS,
-  isRepeatable,
-  type Json,
-  type ToolDefinition,
-} from './tool.js';
+import { HeldLease, nextAfter } from './held-lease.js';
+import { notRun, notRunNow } from './outcome.js';
+import { type AttemptResult, runAttempt } from './run-attempt.js';
+import { DEFAULT_TOOL_RETRY, DEFAULT_TOOL_TIMEOUT_MS, isRepeatable } from './tool.js';
 
-/** One proposed call as the runtime hands it over. */
-export interface ToolCall {
-  sessionId: string;
-  turnId: string;
-  /** The model protocol's id of this request. */
-  toolCallId: string;
-  /** The tool's name. */
-  name: string;
-  /** A JSON string or a parsed value. */
-  arguments?: unknown;
-}
+type Retry = { attempts: number; baseMs: number; capMs: number };
 
-/** What the executor knows about a call in flight. */
-export interface CallState {
-  call: ToolCall;
-  key: string;
-  scope: string;
-  tool: ToolDefinition;
-  args: Json;
-  effect: Effect;
-  requiresApproval: boolean;
-  approval: CallApproval;
-  startedMs: number;
-  deadline: number;
-  attempts: number;
-  /** The lease was taken over from a worker that dispatched and lapsed: an earlier attempt may have run. */
-  recovered: boolean;
-  signal: AbortSignal | undefined;
-  logger: Logger;
-  /** An exception a tool raised, kept for the log line only. */
-  cause?: unknown;
-}
-
-/** What the runner needs from the executor. */
-export interface RunnerDeps {
-  ledger: LedgerClient;
-  budget: SessionBudget;
-  leaseMs: number;
-  sleep: Sleep;
-  random: Random;
-  now: () => number;
+/** What the attempts came to when none of them settled the call. */
+interface Tally {
+  /** The decision about the last failed attempt; undefined when no attempt ran. */
+  last: Decision | undefined;
+  /** Every failed attempt said it had no effect. */
+  allNotApplied: boolean;
+  /** Why no further attempt started, when something stopped them. */
+  stopped: CallError | undefined;
 }
 
 /**
@@ -81,113 +41,110 @@ export async function runAcquired(
   c: CallState,
   leaseId: string,
 ): Promise<Outcome | 'begin_again'> {
-  const { ledger } = d;
-  const retry = { ...DEFAULT_TOOL_RETRY, ...c.tool.policy.retry };
+  const lease = new HeldLease(d, c, leaseId);
+  const retry: Retry = { ...DEFAULT_TOOL_RETRY, ...c.tool.policy.retry };
   const maxAttempts = isRepeatable(c.effect) ? Math.max(1, retry.attempts) : 1;
-  const session = c.call.sessionId;
-  const quietly = async (what: string, write: () => Promise<unknown>) => {
-    try {
-      await write();
-    } catch (err) {
-      // The outcome stands; rule A settles the operation once the lease lapses.
-      c.logger.warn({ err: describe(err), key: c.key }, `ledger ${what} failed`);
-    }
-  };
-  const heartbeat = async () => {
-    try {
-      await ledger.heartbeat(c.scope, c.key, leaseId, d.leaseMs);
-      return true;
-    } catch (err) {
-      return !isLedgerError(err, 'LEASE_LOST');
-    }
-  };
-  const fromLedger = async (): Promise<Outcome> => {
-    try {
-      return outcomeFromOperation(await ledger.get(c.scope, c.key), c.effect);
-    } catch {
-      return unknownOutcome('LEASE_LOST', 'another worker took the call over');
-    }
-  };
-
-  let last: Decision | undefined;
-  let allNotApplied = true;
-  let stopped: CallError | undefined;
+  const tally: Tally = { last: undefined, allNotApplied: true, stopped: undefined };
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    stopped = stopReason(d, c, session);
-    if (stopped) break;
-    if (attempt === 1) {
-      try {
-        await ledger.dispatch(c.scope, c.key, leaseId, { signal: c.signal });
-      } catch (err) {
-        if (isLedgerError(err, 'LEASE_LOST')) return 'begin_again';
-        await quietly('release', () => ledger.release(c.scope, c.key, leaseId));
-        if (c.signal?.aborted) return notRun('CANCELLED', 'the call was cancelled before it ran');
-        return notRun('LEDGER_UNAVAILABLE', 'the call could not be recorded, so it was not run');
-      }
-    } else if (!(await heartbeat())) {
-      return fromLedger();
-    }
-    c.attempts++;
-    const timeoutMs = Math.max(
-      1,
-      Math.min(c.tool.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS, c.deadline - d.now(), d.budget.wallLeft(session)),
-    );
-    const result = await runAttempt({
-      timeoutMs,
-      signal: c.signal,
-      heartbeatEveryMs: Math.floor(d.leaseMs / 3),
-      heartbeat,
-      start: (signal) =>
-        c.tool.run(c.args, {
-          idempotencyKey: c.key,
-          signal,
-          attempt,
-          sessionId: c.call.sessionId,
-          turnId: c.call.turnId,
-          callId: c.call.toolCallId,
-          scope: c.scope,
-          deadline: c.deadline,
-          logger: c.logger,
-        }),
-    });
-    if (result.ok) {
-      const output = result.value === undefined ? null : (result.value as Json);
-      await quietly('complete', () =>
-        ledger.complete(c.scope, c.key, { leaseId, status: 'succeeded', result: output }),
-      );
-      return { status: 'succeeded', output, modelMessage: succeededMessage(output) };
-    }
-    if (result.failure.kind === 'lease_lost') return fromLedger();
+    tally.stopped = stopReason(d, c);
+    if (tally.stopped) break;
+    const blocked = attempt === 1 ? await dispatch(d, c, lease) : await keepLease(lease);
+    if (blocked) return blocked;
+    const result = await runOnce(d, c, lease, attempt);
+    if (result.ok) return lease.succeed(result.value);
+    if (result.failure.kind === 'lease_lost') return lease.fromLedger();
     if (result.failure.kind === 'thrown') c.cause = result.failure.error;
-    last = classify(result.failure, c.effect);
-    if (last.action !== 'retry') return settle(last);
-    if (!last.notApplied) allNotApplied = false;
+    const decision = classify(result.failure, c.effect);
+    if (decision.action !== 'retry') return lease.settle(decision);
+    tally.last = decision;
+    if (!decision.notApplied) tally.allNotApplied = false;
     if (attempt === maxAttempts) break;
-    const delay = backoffDelay(attempt, retry, d.random, last.retryAfterMs);
-    if (d.now() + delay >= c.deadline) {
-      stopped = {
-        code: 'DEADLINE_EXCEEDED',
-        message: 'no time was left for another attempt',
-        retryable: true,
-      };
-      break;
-    }
-    try {
-      await d.sleep(delay, c.signal);
-    } catch {
-      stopped = { code: 'CANCELLED', message: 'the call was cancelled', retryable: true };
-      break;
-    }
+    tally.stopped = await backOff(d, c, attempt, retry, decision.retryAfterMs);
+    if (tally.stopped) break;
   }
+  return afterAttempts(c, lease, tally);
+}
 
+/** Marks the effect as started, right before the first attempt; an outcome when it may not start. */
+async function dispatch(
+  d: RunnerDeps,
+  c: CallState,
+  lease: HeldLease,
+): Promise<Outcome | 'begin_again' | undefined> {
+  try {
+    await d.ledger.dispatch(c.scope, c.key, lease.id, { signal: c.signal });
+    return undefined;
+  } catch (err) {
+    if (isLedgerError(err, 'LEASE_LOST')) return 'begin_again';
+    await lease.release();
+    if (c.signal?.aborted) return notRun('CANCELLED', 'the call was cancelled before it ran');
+    return notRun('LEDGER_UNAVAILABLE', 'the call could not be recorded, so it was not run');
+  }
+}
+
+/** Renews the lease before a retry; what the ledger says when it was lost. */
+async function keepLease(lease: HeldLease): Promise<Outcome | undefined> {
+  return (await lease.heartbeat()) ? undefined : lease.fromLedger();
+}
+
+/** One attempt of the tool, timed out by the tool, the call deadline and the session's time. */
+function runOnce(d: RunnerDeps, c: CallState, lease: HeldLease, attempt: number): Promise<AttemptResult> {
+  c.attempts++;
+  const { sessionId, turnId, toolCallId } = c.call;
+  const timeoutMs = Math.max(
+    1,
+    Math.min(c.tool.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS, c.deadline - d.now(), d.budget.wallLeft(sessionId)),
+  );
+  return runAttempt({
+    timeoutMs,
+    signal: c.signal,
+    heartbeatEveryMs: Math.floor(d.leaseMs / 3),
+    heartbeat: () => lease.heartbeat(),
+    start: (signal) =>
+      c.tool.run(c.args, {
+        idempotencyKey: c.key,
+        signal,
+        attempt,
+        sessionId,
+        turnId,
+        callId: toolCallId,
+        scope: c.scope,
+        deadline: c.deadline,
+        logger: c.logger,
+      }),
+  });
+}
+
+/** Waits before the next attempt; why not, when the wait would pass the deadline or was cancelled. */
+async function backOff(
+  d: RunnerDeps,
+  c: CallState,
+  attempt: number,
+  retry: Retry,
+  retryAfterMs: number | undefined,
+): Promise<CallError | undefined> {
+  const delay = backoffDelay(attempt, retry, d.random, retryAfterMs);
+  if (d.now() + delay >= c.deadline) {
+    return { code: 'DEADLINE_EXCEEDED', message: 'no time was left for another attempt', retryable: true };
+  }
+  try {
+    await d.sleep(delay, c.signal);
+    return undefined;
+  } catch {
+    return { code: 'CANCELLED', message: 'the call was cancelled', retryable: true };
+  }
+}
+
+/** The end when retries ran out or were stopped: fail with the last error, and say so. */
+async function afterAttempts(c: CallState, lease: HeldLease, tally: Tally): Promise<Outcome> {
+  const { last, stopped } = tally;
   if (!last) {
-    // Stopped before the first attempt: the tool never ran.
-    await quietly('release', () => ledger.release(c.scope, c.key, leaseId));
+    // Stopped before the first attempt: the tool never ran here.
+    await lease.release();
     const why = stopped ?? { code: 'INTERNAL', message: 'no attempt was made', retryable: true };
     if (c.recovered) return notRunNow(why.code, why.message);
-    return notRun(why.code, why.message, why.code === 'BUDGET_EXHAUSTED' ? 'ask_user' : 'call_again');
+    return notRun(why.code, why.message, nextAfter(why));
   }
-  // Retries ran out (or were stopped): fail with the last error, and say so.
   const lastError = last.error;
   const error: CallError = stopped
     ? {
@@ -195,34 +152,14 @@ export async function runAcquired(
         message: `${stopped.message}; the last attempt failed with ${lastError.code}: ${lastError.message}`,
       }
     : { ...lastError };
-  if (allNotApplied) return settle({ action: 'release', error });
+  if (tally.allNotApplied) return lease.settle({ action: 'release', error });
   error.nextAction = c.effect === 'read' ? 'retry_later' : 'check_state';
-  return settle({ action: 'complete_failed', error });
-
-  async function settle(decision: Decision): Promise<Outcome> {
-    const { error } = decision;
-    switch (decision.action) {
-      case 'release':
-        await quietly('release', () => ledger.release(c.scope, c.key, leaseId));
-        return notRun(
-          error.code,
-          error.message,
-          error.code === 'BUDGET_EXHAUSTED' ? 'ask_user' : 'call_again',
-        );
-      case 'unknown':
-        await quietly('unknown', () => ledger.unknown(c.scope, c.key, leaseId));
-        return unknownOutcome(error.code, error.message);
-      default:
-        await quietly('complete', () =>
-          ledger.complete(c.scope, c.key, { leaseId, status: 'failed', result: error as unknown as Json }),
-        );
-        return { status: 'failed', error, modelMessage: failedMessage(error, c.effect, c.attempts) };
-    }
-  }
+  return lease.settle({ action: 'complete_failed', error });
 }
 
 /** Why no further attempt may start: cancelled, out of time, or out of budget. */
-function stopReason(d: RunnerDeps, c: CallState, session: string): CallError | undefined {
+function stopReason(d: RunnerDeps, c: CallState): CallError | undefined {
+  const session = c.call.sessionId;
   if (c.signal?.aborted) return { code: 'CANCELLED', message: 'the call was cancelled', retryable: true };
   if (d.now() >= c.deadline) {
     return { code: 'DEADLINE_EXCEEDED', message: 'the call ran out of time', retryable: true };
@@ -236,9 +173,4 @@ function stopReason(d: RunnerDeps, c: CallState, session: string): CallError | u
     };
   }
   return undefined;
-}
-
-function describe(err: unknown): { name: string; code?: string } {
-  if (isLedgerError(err)) return { name: err.name, code: err.code };
-  return { name: err instanceof Error ? err.name : typeof err };
 }

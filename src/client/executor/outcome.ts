@@ -4,28 +4,18 @@
  * reconciler after a resolve.
  */
 import type { Effect, Operation } from '../../contract/index.js';
+import type { CallError, NextAction, Outcome } from './call-record.js';
+import { scrubMessage } from './canonical.js';
 import {
-  type CallError,
-  type CallStatus,
   didNotRunMessage,
   failedMessage,
   inProgressMessage,
-  type NextAction,
   notRunNowMessage,
   outcomeUnknownMessage,
   pendingApprovalMessage,
   rejectedMessage,
   succeededMessage,
-} from './call-record.js';
-import { scrubMessage } from './canonical.js';
-
-/** The outcome part of a call record. */
-export interface Outcome {
-  status: CallStatus;
-  output?: unknown;
-  error?: CallError;
-  modelMessage: string;
-}
+} from './model-text.js';
 
 const NEXT_ACTIONS: readonly string[] = [
   'call_again',

@@ -6,28 +6,21 @@
 import { hostname } from 'node:os';
 import { type Logger, pino } from 'pino';
 import type { TSchema } from 'typebox';
-import { KEY_PATTERN, type Operation } from '../../contract/index.js';
+import { KEY_PATTERN } from '../../contract/index.js';
 import { type Random, realSleep, type Sleep } from '../ledger/backoff.js';
-import type { LedgerClient } from '../ledger/ledger-client.js';
+import type { BeginReply, LedgerClient } from '../ledger/ledger-client.js';
 import { isLedgerError } from '../ledger/ledger-error.js';
 import { adoptRecorded, beginBody, beginFailure } from './begin-call.js';
 import { parseArguments, strictSchema, validationErrors } from './call-args.js';
 import { logCall } from './call-log.js';
-import { type CallRecord, timing } from './call-record.js';
-import { type CallState, runAcquired, type ToolCall } from './call-runner.js';
+import { buildRecord, type CallRecord, callKey, type Outcome } from './call-record.js';
+import { runAcquired } from './call-runner.js';
+import type { CallState, ToolCall } from './call-state.js';
 import { inputHash } from './canonical.js';
-import {
-  inProgressOutcome,
-  notRun,
-  notRunNow,
-  type Outcome,
-  outcomeFromOperation,
-  unknownOutcome,
-} from './outcome.js';
+import { outOfBudget } from './out-of-budget.js';
+import { inProgressOutcome, notRun, outcomeFromOperation, unknownOutcome } from './outcome.js';
 import { SessionBudget, type SessionBudgetOptions } from './session-budget.js';
 import { approvalRequired, type ToolDefinition } from './tool.js';
-
-export type { ToolCall } from './call-runner.js';
 
 /** Options of a {@link ToolExecutor}. */
 export interface ToolExecutorOptions {
@@ -142,7 +135,7 @@ export class ToolExecutor {
    * approved one runs.
    */
   async execute(call: ToolCall, options: ExecuteOptions = {}): Promise<CallRecord> {
-    const key = `${call.sessionId}/${call.turnId}/${call.toolCallId}`;
+    const key = callKey(call);
     // The ids come from the runtime, not the model: a bad one is a programming error.
     if (!KEY.test(key)) throw new TypeError(`the call key "${key}" is not a valid ledger key`);
     const startedMs = this.#now();
@@ -184,7 +177,7 @@ export class ToolExecutor {
           );
         }
         const exhausted = this.budget.exhausted(call.sessionId);
-        if (exhausted !== undefined) return await this.#outOfBudget(c, hash, exhausted);
+        if (exhausted !== undefined) return await outOfBudget(this.#ledger, c, hash, exhausted);
         try {
           return await this.#drive(c, hash, options.traceId);
         } catch (err) {
@@ -211,7 +204,7 @@ export class ToolExecutor {
     });
     for (;;) {
       if (c.signal?.aborted) return notRun('CANCELLED', 'the call was cancelled before it ran');
-      let begun: Awaited<ReturnType<LedgerClient['begin']>>;
+      let begun: BeginReply;
       try {
         begun = await this.#ledger.begin(this.#scope, body, { signal: c.signal });
       } catch (err) {
@@ -249,36 +242,6 @@ export class ToolExecutor {
     }
   }
 
-  /**
-   * The session may not run anything more, but a replay costs no attempt: the
-   * ledger answers a call it already knows, and "did not run" is said only
-   * when the ledger shows the call never started.
-   */
-  async #outOfBudget(c: CallState, hash: string, reason: string): Promise<Outcome> {
-    let op: Operation;
-    try {
-      op = await this.#ledger.get(this.#scope, c.key, { signal: c.signal });
-    } catch (err) {
-      if (isLedgerError(err, 'NOT_FOUND')) return notRun('BUDGET_EXHAUSTED', reason, 'ask_user');
-      c.logger.warn({ code: isLedgerError(err) ? err.code : undefined }, 'ledger get failed');
-      return notRunNow(
-        'BUDGET_EXHAUSTED',
-        `${reason}; the ledger could not tell whether this call ran before`,
-      );
-    }
-    if (op.fingerprint !== hash) {
-      return notRun(
-        'KEY_REUSED',
-        'this tool call id was already used with other arguments',
-        'use_new_call_id',
-      );
-    }
-    adoptRecorded(c, op);
-    // `ready`: released, approved or lapsed before dispatch: the effect never happened.
-    if (op.status === 'ready') return notRun('BUDGET_EXHAUSTED', reason, 'ask_user');
-    return outcomeFromOperation(op, c.effect);
-  }
-
   /** Sleeps `ms` unless that passes the deadline or the call is cancelled; false when it may not. */
   async #pause(c: CallState, ms: number): Promise<boolean> {
     if (this.#now() + ms > c.deadline) return false;
@@ -291,22 +254,22 @@ export class ToolExecutor {
   }
 
   #finish(c: CallState, hash: string, outcome: Outcome, traceId: string | undefined): CallRecord {
-    const record: CallRecord = {
-      callId: c.call.toolCallId,
-      key: c.key,
-      scope: c.scope,
-      tool: c.call.name,
-      effect: c.effect,
-      requiresApproval: c.requiresApproval,
-      status: outcome.status,
-      ...(outcome.status === 'succeeded' ? { output: outcome.output } : {}),
-      ...(outcome.error ? { error: outcome.error } : {}),
-      attempts: c.attempts,
-      approval: c.approval,
-      inputHash: hash,
-      ...timing(c.startedMs, this.#now()),
-      modelMessage: outcome.modelMessage,
-    };
+    const record = buildRecord(
+      {
+        callId: c.call.toolCallId,
+        key: c.key,
+        scope: c.scope,
+        tool: c.call.name,
+        effect: c.effect,
+        requiresApproval: c.requiresApproval,
+        attempts: c.attempts,
+        approval: c.approval,
+        inputHash: hash,
+        startedMs: c.startedMs,
+        finishedMs: this.#now(),
+      },
+      outcome,
+    );
     logCall(this.#logger, record, { cause: c.cause, traceId, sessionId: c.call.sessionId });
     return record;
   }

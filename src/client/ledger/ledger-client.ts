@@ -31,11 +31,12 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-/** The body of `begin`; `leaseId` is generated when absent so begin is always safe to retry. */
-export type BeginInput = BeginBody;
-
-/** What `begin` answered: `acquired` (201/200), `pending_approval` (202) or `replayed` (200). */
-export interface BeginResult extends BeginResponse {
+/**
+ * What `begin` answered over HTTP: `acquired` (201/200), `pending_approval`
+ * (202) or `replayed` (200), with the lease id that was sent. (The server's
+ * own `BeginResult` is another thing: this is the client's view of the reply.)
+ */
+export interface BeginReply extends BeginResponse {
   /** 201 new key, 200 re-entered or replayed, 202 pending approval. */
   httpStatus: number;
   /** The lease id that was sent: the one to use for lease-holder calls when acquired. */
@@ -67,8 +68,11 @@ export class LedgerClient {
     this.#http = new LedgerHttp(options);
   }
 
-  /** `POST /v1/scopes/{scope}/operations`: register or re-enter an operation. */
-  async begin(scope: string, body: BeginInput, options: CallOptions = {}): Promise<BeginResult> {
+  /**
+   * `POST /v1/scopes/{scope}/operations`: register or re-enter an operation.
+   * A `leaseId` is generated when the body has none, so begin is always safe to retry.
+   */
+  async begin(scope: string, body: BeginBody, options: CallOptions = {}): Promise<BeginReply> {
     const leaseId = body.leaseId ?? randomUUID();
     const res = await this.#http.send<BeginResponse>({
       method: 'POST',

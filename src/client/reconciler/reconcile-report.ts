@@ -1,11 +1,12 @@
 /**
- * What the reconciler tells a session: a call record rebuilt from the ledger,
- * and a short note written as coming from the application, not the user.
+ * What the reconciler writes and tells: the resolve a finding leads to, a
+ * call record rebuilt from the ledger, and a short note written as coming
+ * from the application, not the user.
  */
-import type { Operation } from '../../contract/index.js';
-import type { CallRecord } from '../executor/call-record.js';
-import { timing } from '../executor/call-record.js';
+import type { Operation, ResolveBody } from '../../contract/index.js';
+import { buildRecord, type CallRecord, callKey } from '../executor/call-record.js';
 import { outcomeFromOperation } from '../executor/outcome.js';
+import type { Finding } from './report-marker.js';
 
 /** The identity of a call, rebuilt from the operation's metadata. */
 export interface RebuiltCall {
@@ -26,7 +27,7 @@ export function rebuildCall(op: Operation): RebuiltCall {
   const turnId = str(m.turnId);
   const toolCallId = str(m.toolCallId);
   // Every attempt of the call handed this key to the service it wrote to.
-  const rebuilt = sessionId && turnId && toolCallId ? `${sessionId}/${turnId}/${toolCallId}` : undefined;
+  const rebuilt = sessionId && turnId && toolCallId ? callKey({ sessionId, turnId, toolCallId }) : undefined;
   return {
     key: rebuilt === op.key ? rebuilt : op.key,
     tool: str(m.tool) ?? 'unknown_tool',
@@ -40,23 +41,22 @@ export function rebuildCall(op: Operation): RebuiltCall {
 /** The call record of a resolved operation, as the session should now see it. */
 export function recordFromOperation(op: Operation, now: number): CallRecord {
   const call = rebuildCall(op);
-  const outcome = outcomeFromOperation(op);
-  return {
-    callId: call.toolCallId ?? op.key,
-    key: op.key,
-    scope: op.scope,
-    tool: call.tool,
-    effect: op.effect,
-    requiresApproval: op.metadata.requiresApproval === true,
-    status: outcome.status,
-    ...(outcome.status === 'succeeded' ? { output: outcome.output } : {}),
-    ...(outcome.error ? { error: outcome.error } : {}),
-    attempts: 0,
-    approval: op.approval,
-    inputHash: op.fingerprint,
-    ...timing(Date.parse(op.createdAt), now),
-    modelMessage: outcome.modelMessage,
-  };
+  return buildRecord(
+    {
+      callId: call.toolCallId ?? op.key,
+      key: op.key,
+      scope: op.scope,
+      tool: call.tool,
+      effect: op.effect,
+      requiresApproval: op.metadata.requiresApproval === true,
+      attempts: 0,
+      approval: op.approval,
+      inputHash: op.fingerprint,
+      startedMs: Date.parse(op.createdAt),
+      finishedMs: now,
+    },
+    outcomeFromOperation(op),
+  );
 }
 
 /**
@@ -74,4 +74,30 @@ export function reportText(op: Operation, source: string, text?: string): string
         ? `the call ${call.tool} did not go through; it is safe to call again.`
         : `the call ${call.tool} did not go through.`);
   return `Note from ${source}: ${what} (tool call ${op.key})`;
+}
+
+/**
+ * The compare-and-set resolve a finding leads to: applied, `succeeded` with
+ * the evidence; not applied, `failed` with a stored "did not happen" (the
+ * model is told it may call again) or `ready` so the same call may run.
+ */
+export function resolveBody(found: Finding, attempt: number, notApplied: 'failed' | 'ready'): ResolveBody {
+  if (found.status === 'applied') {
+    return {
+      status: 'succeeded',
+      note: 'reconciled: the effect happened',
+      expectedAttempt: attempt,
+      result: found.evidence ?? null,
+    };
+  }
+  const status = found.then ?? notApplied;
+  const note = 'reconciled: the effect did not happen';
+  if (status === 'ready') return { status, note, expectedAttempt: attempt };
+  const result = {
+    code: 'NOT_APPLIED',
+    message: 'the effect did not happen (found by reconciliation)',
+    retryable: true,
+    nextAction: 'call_again',
+  };
+  return { status, note, expectedAttempt: attempt, result };
 }

@@ -28,10 +28,18 @@ import type { Logger } from 'pino';
 import { pino } from 'pino';
 import type { Operation } from '../../contract/index.js';
 import type { CallRecord } from '../executor/call-record.js';
-import type { Json, ProbeResult, ToolDefinition } from '../executor/tool.js';
+import type { ProbeResult, ToolDefinition } from '../executor/tool.js';
 import type { LedgerClient } from '../ledger/ledger-client.js';
 import { isLedgerError } from '../ledger/ledger-error.js';
-import { rebuildCall, recordFromOperation, reportText } from './reconcile-report.js';
+import { rebuildCall, recordFromOperation, reportText, resolveBody } from './reconcile-report.js';
+import {
+  type Finding,
+  type HeldMarker,
+  markerBody,
+  markerRef,
+  markerText,
+  reportKeyOf,
+} from './report-marker.js';
 
 /** Context handed to `report`. */
 export interface ReportContext {
@@ -74,12 +82,6 @@ export interface ReconcileSummary {
   skipped: number;
 }
 
-interface Verdict {
-  probe: ProbeResult;
-}
-
-const MARKER_PREFIX = 'reconciler-report/';
-
 /** Reconciles `outcome_unknown` calls of a scope; safe to run twice, concurrently, or after a crash. */
 export class Reconciler {
   readonly #o: ReconcilerOptions;
@@ -104,48 +106,44 @@ export class Reconciler {
         const ref = markerRef(marker);
         if (!ref || seen.has(ref.operationId)) continue;
         seen.add(ref.operationId);
-        const op = await this.#guard(() => this.#o.ledger.getById(ref.operationId, { signal }));
-        if (op) await this.#one(sum, scope, op, ref.attempt, signal);
+        const op = await this.#tryStep(() => this.#o.ledger.getById(ref.operationId, { signal }));
+        if (op) await this.#reconcile(sum, scope, op, ref.attempt, signal);
       }
     }
     for await (const op of this.#o.ledger.listAll({ scope, status: 'outcome_unknown' }, { signal })) {
       if (seen.has(op.id)) continue;
       seen.add(op.id);
-      await this.#one(sum, scope, op, op.attempt, signal);
+      await this.#reconcile(sum, scope, op, op.attempt, signal);
     }
     this.#logger.info({ scope, ...sum }, 'reconciliation pass');
     return sum;
   }
 
   /** Settles one operation at one attempt: decide, hold the marker, resolve, report. */
-  async #one(sum: ReconcileSummary, scope: string, op: Operation, attempt: number, signal?: AbortSignal) {
+  async #reconcile(
+    sum: ReconcileSummary,
+    scope: string,
+    op: Operation,
+    attempt: number,
+    signal?: AbortSignal,
+  ): Promise<void> {
     sum.examined++;
-    const { ledger } = this.#o;
     const stillUnknown = op.status === 'outcome_unknown' && op.attempt === attempt;
-    let verdict: Verdict | undefined;
+    let finding: Finding | undefined;
     if (stillUnknown) {
-      verdict = await this.#decide(op, signal);
-      if (!verdict) {
+      finding = await this.#decide(op, signal);
+      if (!finding) {
         sum.left++;
         return;
       }
     }
     const markerScope = this.#markerScope(scope);
-    const reportKey = `${MARKER_PREFIX}${op.id}/${attempt}`;
-    const text = verdict && verdict.probe.status !== 'unknown' ? verdict.probe.text : undefined;
-    const marker = await this.#guard(() =>
-      ledger.begin(
-        markerScope,
-        {
-          key: reportKey,
-          request: { operationId: op.id, attempt },
-          effect: 'idempotent_write',
-          dispatch: false,
-          leaseMs: this.#o.leaseMs ?? 60_000,
-          metadata: { operationKey: op.key, scope, ...(text ? { text } : {}) },
-        },
-        { signal },
-      ),
+    const reportKey = reportKeyOf(op, attempt);
+    const text = finding?.text;
+    const marker = await this.#tryStep(() =>
+      this.#o.ledger.begin(markerScope, markerBody(op, scope, attempt, this.#o.leaseMs ?? 60_000, text), {
+        signal,
+      }),
     );
     // A replayed marker means the report went out already: nothing to count.
     if (marker?.outcome === 'replayed') return;
@@ -153,79 +151,108 @@ export class Reconciler {
       sum.skipped++;
       return;
     }
-    const leaseId = marker.leaseId;
-    const ok = await this.#guard(async () => {
-      let current = op;
-      if (verdict) {
-        current = await this.#resolve(scope, op, attempt, verdict, signal);
-        if (current.status !== 'outcome_unknown' && current.resolution) sum.resolved++;
-      } else {
-        current = await ledger.getById(op.id, { signal });
-      }
-      if (current.attempt !== attempt) {
-        // Re-armed and run again since: that later attempt is what the session
-        // must hear about (its own marker), not this one.
-        const result = { superseded: true, attempt: current.attempt };
-        await ledger.complete(markerScope, reportKey, { leaseId, status: 'succeeded', result }, { signal });
-        return true;
-      }
-      if (current.status === 'outcome_unknown') {
-        // Not settled (the resolve did not happen): give the marker back.
-        await ledger.release(markerScope, reportKey, leaseId, { signal });
-        return false;
-      }
-      await ledger.dispatch(markerScope, reportKey, leaseId, { signal });
-      const already = marker.recovered === true && (await this.#o.wasReported?.(reportKey)) === true;
-      const note = reportText(
-        current,
-        this.#o.source ?? 'the reconciler',
-        text ?? markerText(marker.operation),
-      );
-      if (!already) {
-        try {
-          await this.#o.report(recordFromOperation(current, this.#now()), note, {
-            reportKey,
-            operation: current,
-          });
-        } catch (err) {
-          // The sink says it did not deliver: the marker goes back, the next run retries.
-          await ledger.release(markerScope, reportKey, leaseId, { signal });
-          throw err;
-        }
-        sum.reported++;
-      }
-      await ledger.complete(
-        markerScope,
-        reportKey,
-        {
-          leaseId,
-          status: 'succeeded',
-          result: { reportedAt: new Date(this.#now()).toISOString(), text: note },
-        },
-        { signal },
-      );
-      return true;
-    });
+    const held: HeldMarker = { scope: markerScope, reportKey, reply: marker, text };
+    const ok = await this.#tryStep(() =>
+      this.#settleAndReport(sum, scope, op, attempt, finding, held, signal),
+    );
     if (ok !== true) sum.skipped++;
   }
 
-  /** Asks the probe or the user check. Undefined when nobody can tell. */
-  async #decide(op: Operation, signal?: AbortSignal): Promise<Verdict | undefined> {
+  /**
+   * Under the marker: resolve (or re-read) the operation, then report it once.
+   * False when it is still unknown (the marker is given back).
+   */
+  async #settleAndReport(
+    sum: ReconcileSummary,
+    scope: string,
+    op: Operation,
+    attempt: number,
+    finding: Finding | undefined,
+    held: HeldMarker,
+    signal?: AbortSignal,
+  ): Promise<boolean> {
+    const { ledger } = this.#o;
+    const leaseId = held.reply.leaseId;
+    let current = op;
+    if (finding) {
+      current = await this.#resolve(scope, op, attempt, finding, signal);
+      if (current.status !== 'outcome_unknown' && current.resolution) sum.resolved++;
+    } else {
+      current = await ledger.getById(op.id, { signal });
+    }
+    if (current.attempt !== attempt) {
+      // Re-armed and run again since: that later attempt is what the session
+      // must hear about (its own marker), not this one.
+      const result = { superseded: true, attempt: current.attempt };
+      await ledger.complete(held.scope, held.reportKey, { leaseId, status: 'succeeded', result }, { signal });
+      return true;
+    }
+    if (current.status === 'outcome_unknown') {
+      // Not settled (the resolve did not happen): give the marker back.
+      await ledger.release(held.scope, held.reportKey, leaseId, { signal });
+      return false;
+    }
+    await ledger.dispatch(held.scope, held.reportKey, leaseId, { signal });
+    const note = await this.#report(sum, current, held, signal);
+    await ledger.complete(
+      held.scope,
+      held.reportKey,
+      {
+        leaseId,
+        status: 'succeeded',
+        result: { reportedAt: new Date(this.#now()).toISOString(), text: note },
+      },
+      { signal },
+    );
+    return true;
+  }
+
+  /** Tells the session, unless a crashed run already did; answers the note. */
+  async #report(
+    sum: ReconcileSummary,
+    current: Operation,
+    held: HeldMarker,
+    signal?: AbortSignal,
+  ): Promise<string> {
+    const { reportKey, reply } = held;
+    const already = reply.recovered === true && (await this.#o.wasReported?.(reportKey)) === true;
+    const note = reportText(
+      current,
+      this.#o.source ?? 'the reconciler',
+      held.text ?? markerText(reply.operation),
+    );
+    if (already) return note;
+    try {
+      await this.#o.report(recordFromOperation(current, this.#now()), note, {
+        reportKey,
+        operation: current,
+      });
+    } catch (err) {
+      // The sink says it did not deliver: the marker goes back, the next run retries.
+      await this.#o.ledger.release(held.scope, reportKey, reply.leaseId, { signal });
+      throw err;
+    }
+    sum.reported++;
+    return note;
+  }
+
+  /** Asks the tool's probe or the user check. Undefined when nobody can tell. */
+  async #decide(op: Operation, signal?: AbortSignal): Promise<Finding | undefined> {
     const call = rebuildCall(op);
     const tool = this.#tools.get(call.tool);
     try {
-      let probe: ProbeResult | undefined;
+      let found: ProbeResult | undefined;
       if (tool?.probe) {
         const ctx = {
           idempotencyKey: call.key,
           scope: op.scope,
           signal: signal ?? new AbortController().signal,
         };
-        probe = await tool.probe(call.args as never, ctx);
+        found = await tool.probe(call.args as never, ctx);
       } else if (this.#o.check) {
-        probe = await this.#o.check(call.key, call.args, op);
+        found = await this.#o.check(call.key, call.args, op);
       }
-      return probe && probe.status !== 'unknown' ? { probe } : undefined;
+      return found && found.status !== 'unknown' ? found : undefined;
     } catch (err) {
       this.#logger.warn({ key: op.key, err: err instanceof Error ? err.name : typeof err }, 'probe failed');
       return undefined;
@@ -233,34 +260,11 @@ export class Reconciler {
   }
 
   /** Resolve with compare-and-set; when someone else won, answers the operation as it now stands. */
-  async #resolve(scope: string, op: Operation, attempt: number, verdict: Verdict, signal?: AbortSignal) {
+  async #resolve(scope: string, op: Operation, attempt: number, p: Finding, signal?: AbortSignal) {
     const { ledger } = this.#o;
-    const p = verdict.probe;
-    const applied = p.status === 'applied';
-    const status = applied
-      ? 'succeeded'
-      : p.status === 'not_applied'
-        ? (p.then ?? this.#o.notApplied ?? 'failed')
-        : 'failed';
-    const result: Json | undefined = applied
-      ? (p.evidence ?? null)
-      : status === 'failed'
-        ? {
-            code: 'NOT_APPLIED',
-            message: 'the effect did not happen (found by reconciliation)',
-            retryable: true,
-            nextAction: 'call_again',
-          }
-        : undefined;
-    const note = applied ? 'reconciled: the effect happened' : 'reconciled: the effect did not happen';
+    const body = resolveBody(p, attempt, this.#o.notApplied ?? 'failed');
     try {
-      const res = await ledger.resolve(
-        scope,
-        op.key,
-        { status, note, expectedAttempt: attempt, ...(result === undefined ? {} : { result }) },
-        { signal },
-      );
-      return res.operation;
+      return (await ledger.resolve(scope, op.key, body, { signal })).operation;
     } catch (err) {
       if (!isLedgerError(err, 'INVALID_STATE', 'LEASE_LOST', 'RESULT_MISMATCH')) throw err;
       return ledger.getById(op.id, { signal });
@@ -271,8 +275,12 @@ export class Reconciler {
     return this.#o.markerScope ? this.#o.markerScope(scope) : `${scope}.reconciler`;
   }
 
-  /** Runs `fn`; a failure is logged and counted, never thrown, so one bad operation cannot stop the pass. */
-  async #guard<T>(fn: () => Promise<T>): Promise<T | undefined> {
+  /**
+   * Runs one step of a reconciliation; a failure is logged and answered as
+   * undefined (the caller counts it as skipped), never thrown, so one bad
+   * operation cannot stop the pass.
+   */
+  async #tryStep<T>(fn: () => Promise<T>): Promise<T | undefined> {
     try {
       return await fn();
     } catch (err) {
@@ -284,16 +292,4 @@ export class Reconciler {
       return undefined;
     }
   }
-}
-
-function markerRef(marker: Operation): { operationId: string; attempt: number } | undefined {
-  if (!marker.key.startsWith(MARKER_PREFIX)) return undefined;
-  const r = marker.request as { operationId?: unknown; attempt?: unknown } | null;
-  if (!r || typeof r.operationId !== 'string' || typeof r.attempt !== 'number') return undefined;
-  return { operationId: r.operationId, attempt: r.attempt };
-}
-
-function markerText(marker: Operation): string | undefined {
-  const t = marker.metadata.text;
-  return typeof t === 'string' ? t : undefined;
 }
