@@ -42,24 +42,24 @@ export async function serve(config: Config): Promise<void> {
   const log = pino({ level: config.logLevel, redact: { paths: LOG_REDACT, censor: '[redacted]' } });
 
   const keys = new KeyStore(config.keysFile ? readKeysFile(config.keysFile) : []);
+  if (keys.open && !LOOPBACK.test(config.host)) {
+    throw new ConfigError(
+      `refusing to listen on ${config.host} without API keys: set IDEM_KEYS_FILE, or HOST=127.0.0.1`,
+    );
+  }
+
+  // Postgres: a pool that connects on demand (nothing is known yet). The embedded
+  // engine opens (and locks) its folder here: a second process stops before saying anything else.
+  const db = await openDatabase(config, (err) =>
+    log.warn(describeFailure(err), 'idle database client failed'),
+  );
   if (keys.open) {
-    if (!LOOPBACK.test(config.host)) {
-      throw new ConfigError(
-        `refusing to listen on ${config.host} without API keys: set IDEM_KEYS_FILE, or HOST=127.0.0.1`,
-      );
-    }
     log.warn(
       'NO API KEYS CONFIGURED: the ledger is OPEN to anyone who can reach it on loopback (set IDEM_KEYS_FILE)',
     );
   } else {
     log.info({ keys: keys.size }, 'API keys loaded');
   }
-
-  // Postgres: a pool that connects on demand (nothing is known yet). The embedded
-  // engine opens (and locks) its folder here.
-  const db = await openDatabase(config, (err) =>
-    log.warn(describeFailure(err), 'idle database client failed'),
-  );
   const metrics = createMetrics(db, scopeGaugeSource(db));
   const app = await buildApp({ db, keys, logger: log, metrics, rateLimit: config.rateLimit });
   const sweeper = new Sweeper(db, config.sweep, log.child({ component: 'sweeper' }), metrics);
