@@ -25,7 +25,7 @@ WITH cur AS (
       FROM idem_operations o CROSS JOIN (SELECT now() AS now) c
       WHERE o.scope = $2 AND o.key = $3
       FOR UPDATE OF o
-    ), upd AS (
+    ), stamp AS (SELECT clock_timestamp() AS at), upd AS (
       UPDATE idem_operations o SET status = 'in_progress', attempt = cur.attempt + 1, lease_id = $4::uuid,
         lease_owner = $5::text, lease_expires_at = cur.new_expiry,
         dispatched_at = CASE WHEN $6::boolean THEN cur.now END,
@@ -38,13 +38,13 @@ WITH cur AS (
       RETURNING o.*
     ), lapse_ev AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT cur.scope, md5(cur.id::text || '/lapse/' || cur.version)::uuid, cur.id, cur.key, cur.version, CASE cur.eff_status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, cur.now, 'system', cur.attempt,
+      SELECT cur.scope, md5(cur.id::text || '/lapse/' || cur.version)::uuid, cur.id, cur.key, cur.version, CASE cur.eff_status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, (SELECT at FROM stamp), 'system', cur.attempt,
         jsonb_build_object('status', cur.eff_status,
           'lapsedAt', to_char(CASE WHEN cur.eff_status = 'rejected' THEN cur.approval_deadline ELSE cur.lease_expires_at END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
       FROM cur WHERE cur.eff_status <> cur.status AND EXISTS (SELECT 1 FROM upd)
     ), ev AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT u.scope, $8::uuid, u.id, u.key, u.version, 'acquired', cur.now, $9::text, u.attempt,
+      SELECT u.scope, $8::uuid, u.id, u.key, u.version, 'acquired', (SELECT at FROM stamp), $9::text, u.attempt,
         jsonb_build_object('owner', u.lease_owner, 'dispatched', u.dispatched_at IS NOT NULL,
         'recovered', u.lease_recovered)
       FROM upd u, cur

@@ -22,7 +22,7 @@ WITH cur AS (
       FROM idem_operations o CROSS JOIN (SELECT now() AS now) c
       WHERE o.scope = $1 AND o.key = $2
       FOR UPDATE OF o
-    ), upd AS (
+    ), stamp AS (SELECT clock_timestamp() AS at), upd AS (
       UPDATE idem_operations o SET status = $3::text, result = $4::jsonb, completed_at = cur.now,
         retained_until = cur.retain_until, version = cur.version + 1, updated_at = cur.now
       FROM cur
@@ -30,19 +30,19 @@ WITH cur AS (
       RETURNING o.*
     ), lapse_ev AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT cur.scope, md5(cur.id::text || '/lapse/' || cur.version)::uuid, cur.id, cur.key, cur.version, CASE cur.eff_status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, cur.now, 'system', cur.attempt,
+      SELECT cur.scope, md5(cur.id::text || '/lapse/' || cur.version)::uuid, cur.id, cur.key, cur.version, CASE cur.eff_status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, (SELECT at FROM stamp), 'system', cur.attempt,
         jsonb_build_object('status', cur.eff_status,
           'lapsedAt', to_char(CASE WHEN cur.eff_status = 'rejected' THEN cur.approval_deadline ELSE cur.lease_expires_at END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
       FROM cur WHERE cur.eff_status <> cur.status AND EXISTS (SELECT 1 FROM upd)
     ), ev AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT u.scope, $6::uuid, u.id, u.key, u.version, CASE WHEN cur.eff_status = 'outcome_unknown' THEN 'late_completion' ELSE 'completed' END, cur.now, $7::text, u.attempt,
+      SELECT u.scope, $6::uuid, u.id, u.key, u.version, CASE WHEN cur.eff_status = 'outcome_unknown' THEN 'late_completion' ELSE 'completed' END, (SELECT at FROM stamp), $7::text, u.attempt,
         jsonb_build_object('from', cur.eff_status, 'to', u.status)
       FROM upd u, cur
     ), refused AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
       SELECT cur.scope, $6::uuid, cur.id, cur.key, cur.version, CASE WHEN cur.lease_id IS DISTINCT FROM $5::uuid
-      THEN 'stale_completion_rejected' ELSE 'result_mismatch' END, cur.now, $7::text, cur.attempt,
+      THEN 'stale_completion_rejected' ELSE 'result_mismatch' END, (SELECT at FROM stamp), $7::text, cur.attempt,
         jsonb_build_object('status', $3::text, 'currentStatus', cur.eff_status)
       FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd) AND ((cur.lease_id IS DISTINCT FROM $5::uuid)
       OR (cur.eff_status IN ('succeeded', 'failed') AND NOT (cur.status = $3::text

@@ -48,7 +48,7 @@ WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
       CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.approval_decided_at END AS approval_decided_at OFFSET 0) l
       WHERE o.status = 'pending_approval' AND o.approval_deadline <= c.now AND e.eff <> o.status
       ORDER BY o.approval_deadline LIMIT $1::int)
-  ), lapsed AS (
+  ), stamp AS (SELECT clock_timestamp() AS at), lapsed AS (
     UPDATE idem_operations o SET status = due.eff, updated_at = due.updated_at, completed_at = due.completed_at, retained_until = due.retained_until, result = due.result, approval_state = due.approval_state, approval_decided_at = due.approval_decided_at,
       version = o.version + 1
     FROM due
@@ -56,10 +56,10 @@ WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
     RETURNING o.*
   ), ev AS (
     INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT l.scope, md5(l.id::text || '/lapse/' || l.version - 1)::uuid, l.id, l.key, l.version - 1, CASE l.status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, c.now, $2::text, l.attempt,
+      SELECT l.scope, md5(l.id::text || '/lapse/' || l.version - 1)::uuid, l.id, l.key, l.version - 1, CASE l.status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, (SELECT at FROM stamp), $2::text, l.attempt,
         jsonb_build_object('status', l.status,
           'lapsedAt', to_char(l.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-      FROM lapsed l, clock c
+      FROM lapsed l
   )
   SELECT count(*)::int AS n, (count(*) FILTER (WHERE status = 'rejected'))::int AS "approvalExpired"
   FROM lapsed;

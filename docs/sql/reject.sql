@@ -21,7 +21,7 @@ WITH cur AS (
       FROM idem_operations o CROSS JOIN (SELECT now() AS now) c
       WHERE o.scope = $1 AND o.key = $2
       FOR UPDATE OF o
-    ), upd AS (
+    ), stamp AS (SELECT clock_timestamp() AS at), upd AS (
       UPDATE idem_operations o SET status = 'rejected', approval_state = 'rejected', approval_decided_by = $3::text,
         approval_decided_at = cur.now, approval_note = $4::text,
         result = COALESCE($5::jsonb, jsonb_build_object('code', 'APPROVAL_REJECTED', 'note', $4::text)),
@@ -31,13 +31,13 @@ WITH cur AS (
       RETURNING o.*
     ), lapse_ev AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT cur.scope, md5(cur.id::text || '/lapse/' || cur.version)::uuid, cur.id, cur.key, cur.version, CASE cur.eff_status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, cur.now, 'system', cur.attempt,
+      SELECT cur.scope, md5(cur.id::text || '/lapse/' || cur.version)::uuid, cur.id, cur.key, cur.version, CASE cur.eff_status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, (SELECT at FROM stamp), 'system', cur.attempt,
         jsonb_build_object('status', cur.eff_status,
           'lapsedAt', to_char(CASE WHEN cur.eff_status = 'rejected' THEN cur.approval_deadline ELSE cur.lease_expires_at END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
       FROM cur WHERE cur.eff_status <> cur.status AND EXISTS (SELECT 1 FROM upd)
     ), ev AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT u.scope, $6::uuid, u.id, u.key, u.version, 'rejected', cur.now, $3::text, u.attempt,
+      SELECT u.scope, $6::uuid, u.id, u.key, u.version, 'rejected', (SELECT at FROM stamp), $3::text, u.attempt,
         jsonb_build_object('note', u.approval_note)
       FROM upd u, cur
     ), res AS (

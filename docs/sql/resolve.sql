@@ -23,7 +23,7 @@ WITH cur AS (
       FROM idem_operations o CROSS JOIN (SELECT now() AS now) c
       WHERE o.scope = $1 AND o.key = $2
       FOR UPDATE OF o
-    ), upd AS (
+    ), stamp AS (SELECT clock_timestamp() AS at), upd AS (
       UPDATE idem_operations o SET status = $3::text, result = CASE WHEN $3::text <> 'ready' THEN $4::jsonb END,
         resolution_by = $5::text, resolution_at = cur.now, resolution_note = $6::text,
         completed_at = CASE WHEN $3::text <> 'ready' THEN cur.now END,
@@ -35,19 +35,19 @@ WITH cur AS (
       RETURNING o.*
     ), lapse_ev AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT cur.scope, md5(cur.id::text || '/lapse/' || cur.version)::uuid, cur.id, cur.key, cur.version, CASE cur.eff_status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, cur.now, 'system', cur.attempt,
+      SELECT cur.scope, md5(cur.id::text || '/lapse/' || cur.version)::uuid, cur.id, cur.key, cur.version, CASE cur.eff_status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, (SELECT at FROM stamp), 'system', cur.attempt,
         jsonb_build_object('status', cur.eff_status,
           'lapsedAt', to_char(CASE WHEN cur.eff_status = 'rejected' THEN cur.approval_deadline ELSE cur.lease_expires_at END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
       FROM cur WHERE cur.eff_status <> cur.status AND EXISTS (SELECT 1 FROM upd)
     ), ev AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT u.scope, $8::uuid, u.id, u.key, u.version, 'resolved', cur.now, $5::text, u.attempt,
+      SELECT u.scope, $8::uuid, u.id, u.key, u.version, 'resolved', (SELECT at FROM stamp), $5::text, u.attempt,
         jsonb_build_object('from', cur.eff_status, 'to', u.status, 'note', u.resolution_note,
         'expectedAttempt', $7::int)
       FROM upd u, cur
     ), refused AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT cur.scope, $8::uuid, cur.id, cur.key, cur.version, 'resolution_refused', cur.now, $5::text, cur.attempt,
+      SELECT cur.scope, $8::uuid, cur.id, cur.key, cur.version, 'resolution_refused', (SELECT at FROM stamp), $5::text, cur.attempt,
         jsonb_build_object('to', $3::text, 'currentStatus', cur.eff_status,
         'attempt', cur.attempt, 'expectedAttempt', $7::int)
       FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd) AND (true)

@@ -2,7 +2,7 @@
  * The background sweeper. Runs in every replica; safe with many at once
  * because each row it changes goes through a guarded statement (a lapse or a
  * purge re-checks its condition on the newest row version). It only makes
- * rule A visible sooner (lists, stats, metrics): reads apply it anyway.
+ * lapses visible sooner (lists, stats, metrics): reads apply them anyway.
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
@@ -14,6 +14,12 @@ import { purgeBatch } from './sql/purge.js';
 
 /** Batches per pass, so one pass cannot hog the pool while a backlog drains. */
 const MAX_BATCHES_PER_PASS = 20;
+/**
+ * The pause between passes while a backlog drains, instead of the interval:
+ * 100,000 expired leases at 500 a batch would otherwise take 10 intervals.
+ * The pause lets the hot path's queued statements through between passes.
+ */
+const BACKLOG_PAUSE_MS = 25;
 
 export interface SweepResult {
   leaseExpired: number;
@@ -57,20 +63,26 @@ export class Sweeper {
     this.schedule();
   }
 
-  private schedule(): void {
+  private schedule(backlog = false): void {
     if (this.stopped) return;
     // Jitter spreads replicas' passes apart.
-    const delay = this.settings.intervalMs * (0.75 + Math.random() * 0.5);
+    const delay = backlog ? BACKLOG_PAUSE_MS : this.settings.intervalMs * (0.75 + Math.random() * 0.5);
     this.timer = setTimeout(() => {
-      this.running = this.pass().finally(() => {
-        this.running = undefined;
-        this.schedule();
-      });
+      let more = false;
+      this.running = this.pass()
+        .then((m) => {
+          more = m;
+        })
+        .finally(() => {
+          this.running = undefined;
+          this.schedule(more);
+        });
     }, delay);
     this.timer.unref();
   }
 
-  private async pass(): Promise<void> {
+  /** One pass; true when it filled a batch, so more may be due. */
+  private async pass(): Promise<boolean> {
     try {
       const r = await sweepOnce(this.db, this.settings);
       this.metrics?.sweeperRuns.inc({ result: 'ok' });
@@ -80,6 +92,10 @@ export class Sweeper {
       if (this.failing) this.log.info('sweep recovered');
       this.failing = false;
       if (r.leaseExpired + r.approvalExpired + r.purged > 0) this.log.info(r, 'sweep');
+      return (
+        r.leaseExpired + r.approvalExpired >= this.settings.batchSize ||
+        r.purged >= this.settings.purgeBatchSize
+      );
     } catch (err) {
       this.metrics?.sweeperRuns.inc({ result: 'error' });
       // Every second for the length of an outage would bury the one line that matters;
@@ -87,6 +103,7 @@ export class Sweeper {
       if (!this.failing)
         this.log.warn({ err: loggableError(err) }, 'sweep failed; retrying quietly until it works');
       this.failing = true;
+      return false;
     }
   }
 

@@ -3,14 +3,12 @@
  * state change it records (a data-modifying CTE), never by a trigger. Event
  * ids are made by the service (`$eventId`), or, for a lapse, derived from the
  * operation and the version it lapsed at (one lapse per version), so no
- * VOLATILE function runs inside a write.
+ * VOLATILE function runs inside an UPDATE or RETURNING (the stamp below is
+ * read by the INSERT of the event alone).
  */
 import type { OperationEvent } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
 import { statement } from '../../db/statement.js';
-
-/** Events that record a refused call: they never change the version. */
-const REFUSALS = ['stale_completion_rejected', 'result_mismatch', 'approval_refused', 'resolution_refused'];
 
 interface EventInsert {
   /** FROM list; `row` names the relation shaped like `idem_operations`. */
@@ -51,25 +49,27 @@ export const LAPSE_EVENT_DETAIL = (status: string, lapsedAt: string) =>
           'lapsedAt', to_char(${lapsedAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`;
 
 /**
- * Oldest first, in the order they were recorded, without a second clock: one
- * version `V` of an operation lists
- *   0. the change that made `V`,
- *   1. the calls refused while `V` was current (each held the row lock, so all
- *      of them committed before anything could write `V + 1`), by time,
- *   2. the lapse of `V`, recorded by whatever wrote `V + 1` (a transition or the
- *      sweeper), which is therefore later than every refusal at `V`.
- * Event times are their statement's `now()`: a refused call that waited on
- * the row lock can carry an earlier time than the change it lost to.
+ * When the events of one statement were recorded: one value, read when the
+ * first event is written, so after the row lock (define the CTE `STAMP_CTE`,
+ * pass `STAMP` as `at`). This is an audit stamp, not a decision: decisions use
+ * the statement's `now()`, taken once. A refused call that waited on the row
+ * lock is therefore stamped after the change it lost to, and the log reads
+ * oldest first in both order and time.
  */
-const RANK = `CASE WHEN type IN (${REFUSALS.map((t) => `'${t}'`).join(', ')}) THEN 1
-    WHEN type IN ('lease_expired', 'approval_expired') THEN 2 ELSE 0 END`;
+export const STAMP_CTE = 'stamp AS (SELECT clock_timestamp() AS at)';
+export const STAMP = '(SELECT at FROM stamp)';
 
+/**
+ * Oldest first: `version` orders one operation's changes; within a version,
+ * the stamp puts the refusals while it was current, then its lapse (recorded
+ * by whatever wrote the next version), after the change that made it.
+ */
 const LIST_EVENTS = statement(
   'list_events',
   `
   SELECT type, at, actor, attempt, detail FROM idem_events
   WHERE scope = $scope AND operation_id = $operationId::uuid
-  ORDER BY version, ${RANK}, at`,
+  ORDER BY version, at`,
 );
 
 interface EventRow {

@@ -11,7 +11,14 @@
  */
 import type { Database } from '../../db/database.js';
 import { statement } from '../../db/statement.js';
-import { insertEvent, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE, lapseEventId } from './events.js';
+import {
+  insertEvent,
+  LAPSE_EVENT_DETAIL,
+  LAPSE_EVENT_TYPE,
+  lapseEventId,
+  STAMP,
+  STAMP_CTE,
+} from './events.js';
 import { effectiveOf, lapsedColumns } from './row.js';
 
 const LAPSED = Object.keys(lapsedColumns('o', 'e.eff'));
@@ -29,7 +36,7 @@ const LAPSE_BATCH = statement(
     ${dueOf(`o.status = 'in_progress' AND o.lease_expires_at <= c.now`, 'o.lease_expires_at')}
     UNION ALL
     ${dueOf(`o.status = 'pending_approval' AND o.approval_deadline <= c.now`, 'o.approval_deadline')}
-  ), lapsed AS (
+  ), ${STAMP_CTE}, lapsed AS (
     UPDATE idem_operations o SET status = due.eff, ${LAPSED.map((k) => `${k} = due.${k}`).join(', ')},
       version = o.version + 1
     FROM due
@@ -37,12 +44,12 @@ const LAPSE_BATCH = statement(
     RETURNING o.*
   ), ev AS (
     ${insertEvent({
-      from: 'lapsed l, clock c',
+      from: 'lapsed l',
       row: 'l',
       id: lapseEventId('l', 'l.version - 1'),
       version: 'l.version - 1',
       type: LAPSE_EVENT_TYPE('l.status'),
-      at: 'c.now',
+      at: STAMP,
       actor: '$actor::text',
       detail: LAPSE_EVENT_DETAIL('l.status', 'l.updated_at'),
     })}

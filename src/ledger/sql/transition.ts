@@ -16,6 +16,7 @@
  *              so the log tells every transition whether or not the sweeper
  *              saw it
  *   ev       = the event of upd; refused = the refusal event when upd is empty
+ *   stamp    = when the events were recorded (see `events.ts`)
  *   res      = the new row, or cur's row when nothing changed, projected once
  *
  * Guards and SET lists refer to the old row as `cur.<column>`; parameters are
@@ -25,7 +26,14 @@
 import type { Database } from '../../db/database.js';
 import { type Statement, statement } from '../../db/statement.js';
 import { IdemError } from '../../errors.js';
-import { insertEvent, LAPSE_EVENT_DETAIL, LAPSE_EVENT_TYPE, lapseEventId } from './events.js';
+import {
+  insertEvent,
+  LAPSE_EVENT_DETAIL,
+  LAPSE_EVENT_TYPE,
+  lapseEventId,
+  STAMP,
+  STAMP_CTE,
+} from './events.js';
 import { CLOCK, columnsOf, effectiveOf, effStatus, fromDb, type OperationRow, projection } from './row.js';
 
 export interface TransitionShape {
@@ -70,12 +78,12 @@ export function transitionStatement(t: TransitionShape): Statement {
   const prepare = t.prepare ? `,\n      ${t.prepare}` : '';
   const event = t.event
     ? `, ev AS (
-      ${insertEvent({ from: 'upd u, cur', row: 'u', id: '$eventId::uuid', type: t.event.type, at: 'cur.now', actor: '$actor::text', detail: t.event.detail })}
+      ${insertEvent({ from: 'upd u, cur', row: 'u', id: '$eventId::uuid', type: t.event.type, at: STAMP, actor: '$actor::text', detail: t.event.detail })}
     )`
     : '';
   const refusal = t.refusal
     ? `, refused AS (
-      ${insertEvent({ from: 'cur', row: 'cur', id: '$eventId::uuid', type: t.refusal.type, at: 'cur.now', actor: '$actor::text', detail: t.refusal.detail, where: `NOT EXISTS (SELECT 1 FROM upd) AND (${t.refusal.when})` })}
+      ${insertEvent({ from: 'cur', row: 'cur', id: '$eventId::uuid', type: t.refusal.type, at: STAMP, actor: '$actor::text', detail: t.refusal.detail, where: `NOT EXISTS (SELECT 1 FROM upd) AND (${t.refusal.when})` })}
     )`
     : '';
   return statement(
@@ -88,7 +96,7 @@ export function transitionStatement(t: TransitionShape): Statement {
       FROM idem_operations o CROSS JOIN ${CLOCK}
       WHERE o.scope = $scope AND o.key = $key
       FOR UPDATE OF o
-    ), upd AS (
+    ), ${STAMP_CTE}, upd AS (
       UPDATE idem_operations o SET ${t.set}, version = cur.version + 1, updated_at = ${t.updatedAt ?? 'cur.now'}
       FROM cur
       WHERE o.scope = cur.scope AND o.key = cur.key AND (${t.guard})
@@ -99,7 +107,7 @@ export function transitionStatement(t: TransitionShape): Statement {
         row: 'cur',
         id: lapseEventId('cur'),
         type: LAPSE_EVENT_TYPE('cur.eff_status'),
-        at: 'cur.now',
+        at: STAMP,
         actor: `'system'`,
         detail: LAPSE_EVENT_DETAIL('cur.eff_status', lapsedAt('cur')),
         where: 'cur.eff_status <> cur.status AND EXISTS (SELECT 1 FROM upd)',
