@@ -173,7 +173,7 @@ describe.skipIf(!onCitus())('on Citus: every statement about one key runs on one
 
       const summary = ex.plans.map(
         (p) =>
-          `${p.label.padEnd(24)} ${isSingleShard(p) ? 'router ' : 'MULTI  '} tasks=${p.tasks.join('/') || '-'} ` +
+          `${p.label.padEnd(24)} ${!isSingleShard(p) ? 'MULTI  ' : p.tasks.length ? 'router ' : 'local  '} tasks=${p.tasks.join('/') || '-'} ` +
           `subplans=${p.subplans}${p.error ? ` ERROR ${p.error}` : ''} :: ${p.text.slice(0, 100)}`,
       );
       console.log(`[citus plans]\n${summary.join('\n')}`);
