@@ -9,10 +9,17 @@ const UNAVAILABLE_SQLSTATES: Record<string, string> = {
   '08006': 'connection_failure',
   '08001': 'sqlclient_unable_to_establish_sqlconnection',
   '08004': 'sqlserver_rejected_establishment_of_sqlconnection',
+  // The server refuses the service's login. Each is configuration an operator
+  // fixes on the database side; until then every request fails alike, and the
+  // clients' requests were not at fault: "unavailable, retry later", not a bug.
+  '28000': 'invalid_authorization_specification: the role may not log in (NOLOGIN, pg_hba)',
+  '28P01': 'invalid_password: the service credentials were refused',
+  '3D000': 'invalid_catalog_name: the database does not exist (yet, or any more)',
+  '57P04': 'database_dropped',
   '53000': 'insufficient_resources',
   '53100': 'disk_full',
   '53200': 'out_of_memory',
-  '53300': 'too_many_connections',
+  '53300': 'too_many_connections: max_connections, or the role or database CONNECTION LIMIT',
   '57014': 'query_canceled: statement_timeout fired under load',
   '57P01': 'admin_shutdown: the server is restarting',
   '57P02': 'crash_shutdown',
@@ -77,20 +84,37 @@ export function isRerunnable(err: unknown): boolean {
   return false;
 }
 
+/** A SQLSTATE (five digits or capitals), as opposed to a Node errno such as ECONNRESET. */
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
 /**
- * What of a database error may be logged. drizzle's message carries the SQL
- * and every parameter (lease ids, request and result bodies), so only the
- * driver's own message, its code and the stack frames are kept.
+ * What of an error may be logged. drizzle's message carries the SQL and every
+ * parameter (lease ids, request and result bodies), and a driver's message,
+ * detail and hint can quote the value it refused (`invalid input syntax for
+ * type uuid: "..."`), so a database error is logged by its SQLSTATE and the
+ * names of its constraint, table, column and routine only. Other errors (a
+ * transport failure, a bug) keep their innermost message.
  */
 export function loggableError(err: unknown): Record<string, unknown> {
   const links = [...chain(err)];
   const top = links[0];
-  if (!top) return { message: String(err) };
+  if (!top) return { message: typeof err === 'string' ? '(a thrown string)' : typeof err };
   const inner = links[links.length - 1]!;
   const stack =
     typeof top.stack === 'string' ? top.stack.slice(Math.max(0, top.stack.indexOf('\n    at '))) : undefined;
+  const type = typeof top.name === 'string' ? top.name : 'Error';
+  const db = links.find((e) => typeof e.code === 'string' && SQLSTATE.test(e.code));
+  if (db) {
+    const code = db.code as string;
+    const names: Record<string, unknown> = {};
+    for (const k of ['constraint', 'table', 'column', 'routine', 'severity'] as const) {
+      if (typeof db[k] === 'string') names[k] = db[k];
+    }
+    const why = UNAVAILABLE_SQLSTATES[code];
+    return { type, code, message: `SQLSTATE ${code}${why ? ` (${why})` : ''}`, ...names, stack };
+  }
   return {
-    type: typeof top.name === 'string' ? top.name : 'Error',
+    type,
     message: typeof inner.message === 'string' ? inner.message : undefined,
     code: typeof inner.code === 'string' ? inner.code : undefined,
     stack,

@@ -77,10 +77,14 @@ export function sendProblem(reply: FastifyReply, e: IdemError, request?: Fastify
 
 export function errorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   const known = toIdemError(err);
+  // The route's pattern, not its URL: the error is logged by where it happened, never by what was sent.
+  const route = request.routeOptions.url ?? 'unknown';
   if (known) {
-    if (known.code === 'UNAVAILABLE') request.log.warn({ err: loggableError(err) }, 'database unavailable');
+    if (known.code === 'UNAVAILABLE') {
+      request.log.warn({ err: loggableError(err), route }, 'database unavailable');
+    }
     return sendProblem(reply, known, request);
   }
-  request.log.error({ err: loggableError(err) }, 'unhandled error');
+  request.log.error({ err: loggableError(err), route }, 'unhandled error');
   return sendProblem(reply, new IdemError('INTERNAL', 'internal error'), request);
 }
