@@ -1,23 +1,18 @@
 /**
- * The note service of seed 004: saves research notes, uses the ledger before
- * writing, and keeps its notes in a durable store with one note per key.
+ * The note service of seed 004 when its notes are NOT in Postgres: the
+ * remote ledger before writing, and a durable file store with one note per
+ * key, so re-running a save after a crash finds the note instead of writing
+ * a second one. With the notes in Postgres, `service.ts` (idem/pg) commits
+ * the note and "this key is done" together instead.
  */
 import { isLedgerError, type LedgerClient } from '../../src/client/index.js';
 import { type Listening, listen, lose, problem, readJson, send } from '../shared/http.js';
 import { NoteStore } from './note-store.js';
 
-/** Faults a drill can inject, by operation key. */
-export interface NoteFaults {
-  /** Die (SIGKILL) after dispatch, before the note is written. */
-  crashBeforeCommit?: string[];
-  /** Die after the note is written, before the ledger hears of it. */
-  crashAfterCommit?: string[];
-  /** Write and complete, then drop the connection. */
-  loseResponse?: string[];
-}
+import type { NoteFaults } from './service.js';
 
-/** Options of the note service. */
-export interface NoteServiceOptions {
+/** Options of the file-backed note service. */
+export interface FileNoteServiceOptions {
   ledger: LedgerClient;
   file: string;
   scope?: string;
@@ -32,8 +27,8 @@ export interface NoteServiceOptions {
 const die = () => process.kill(process.pid, 'SIGKILL');
 
 /** Starts the service on 127.0.0.1. */
-export async function startNoteService(
-  options: NoteServiceOptions,
+export async function startFileNoteService(
+  options: FileNoteServiceOptions,
 ): Promise<Listening & { store: NoteStore }> {
   const { ledger } = options;
   const scope = options.scope ?? 'notes';

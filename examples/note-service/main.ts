@@ -1,26 +1,20 @@
 /**
- * Demo of the note service (seed 004): a lost answer is followed by a
- * resubmission under the same key and finds the original note; the same key
- * with another text is refused.
+ * Demo of the note service on idem/pg (seed 004): a lost answer is followed
+ * by a resubmission under the same key and finds the original note; the same
+ * key with another text is refused; one note exists.
  *
- *   npx tsx src/server.ts                        # the ledger, in another terminal
- *   npx tsx examples/note-service/main.ts
+ *   NOTES_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx examples/note-service/main.ts
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { LedgerClient } from '../../src/client/index.js';
-import { ledgerUrl } from '../shared/http.js';
+import pg from 'pg';
 import { saveNote } from './client.js';
 import { startNoteService } from './service.js';
 
-const key = `note-${randomUUID().slice(0, 8)}`;
-const service = await startNoteService({
-  ledger: new LedgerClient({ baseUrl: ledgerUrl() }),
-  file: join(mkdtempSync(join(tmpdir(), 'notes-')), 'notes.jsonl'),
-  faults: { loseResponse: [key] },
+const pool = new pg.Pool({
+  connectionString: process.env.NOTES_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
 });
+const key = `note-${randomUUID().slice(0, 8)}`;
+const service = await startNoteService({ pool, faults: { loseResponse: [key] } });
 const input = { folderId: 'drafts', text: 'check the deploy config' };
 
 try {
@@ -32,5 +26,7 @@ const again = await saveNote(service.url, key, input);
 console.log(`resubmitted: HTTP ${again.status}, note ${again.note?.id}, replayed=${again.replayed}`);
 const other = await saveNote(service.url, key, { folderId: 'drafts', text: 'another text' });
 console.log(`same key, other text: HTTP ${other.status} ${other.code}`);
-console.log(`notes saved: ${service.store.all().length}`);
+const { rows } = await pool.query('SELECT count(*)::int AS n FROM notes WHERE operation_key = $1', [key]);
+console.log(`notes saved under ${key}: ${rows[0].n}`);
 await service.close();
+await pool.end();
