@@ -204,6 +204,26 @@ describeBrowser('operator console', () => {
     await b.screenshot('operation-race-lost');
   });
 
+  it('rejects a pending operation only with a note', async () => {
+    const { page } = b;
+    await seedPending(as(svc, 'agent-7'), 'session-9/turn-5/call-6', 'wire 9000 EUR');
+    await page.getByRole('link', { name: 'Needs attention' }).click();
+    await page.getByRole('link', { name: 'session-9/turn-5/call-6', exact: true }).click();
+    await page.getByRole('button', { name: 'Reject' }).click();
+    expect(await shown(page.getByRole('alert'))).toBe('A rejection needs a note.');
+    expect((await as(svc, 'ops-alice').get('session-9/turn-5/call-6')).body.operation.status).toBe(
+      'pending_approval',
+    );
+    await page.getByLabel('Rejection note').fill('wrong customer');
+    await page.getByRole('button', { name: 'Reject' }).click();
+    expect(await shown(page.getByRole('status'))).toBe('Rejected.');
+    const stored = (await as(svc, 'ops-alice').get('session-9/turn-5/call-6')).body.operation;
+    expect(stored).toMatchObject({
+      status: 'rejected',
+      approval: { state: 'rejected', decidedBy: 'ops-alice' },
+    });
+  });
+
   it('opened no dialog and broke no Content-Security-Policy rule', () => {
     expect(b.dialogs).toEqual([]);
     expect(b.problems).toEqual([]);
