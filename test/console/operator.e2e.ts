@@ -107,6 +107,14 @@ describeBrowser('operator console', () => {
     await page.getByLabel('Effect').selectOption('read');
     await page.getByRole('button', { name: 'Apply filters' }).click();
     await shown(page.getByRole('region', { name: 'Outcome unknown' }).getByText('None.'));
+    // Everything here was created seconds ago: nothing is older than 5 minutes.
+    await page.getByLabel('Effect').selectOption('');
+    await page.getByLabel('Created more than').selectOption('5 min');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await shown(page.getByRole('region', { name: 'Outcome unknown' }).getByText('None.'));
+    await page.getByLabel('Created more than').selectOption('any age');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.getByRole('region', { name: 'Outcome unknown' }).getByRole('link').first().waitFor();
   });
 
   it('pages the queue with the keyset cursor, oldest first', async () => {

@@ -23,6 +23,8 @@ interface SectionDef {
   status: Operation['status'];
   keep(ops: Operation[]): Operation[];
   columns: Column[];
+  /** Rows per request: the expired-lease section filters live leases out here, so it asks for more. */
+  page: number;
 }
 
 const PAGE = 50;
@@ -33,6 +35,7 @@ const SECTIONS: SectionDef[] = [
     title: 'Outcome unknown',
     status: 'outcome_unknown',
     keep: (ops) => ops,
+    page: PAGE,
     columns: [
       { label: 'Unknown for', value: (op) => age(op.updatedAt) },
       { label: 'Created', value: (op) => `${age(op.createdAt)} ago` },
@@ -43,6 +46,7 @@ const SECTIONS: SectionDef[] = [
     title: 'Expired leases',
     status: 'in_progress',
     keep: (ops) => ops.filter((op) => op.lease !== null && Date.parse(op.lease.expiresAt) <= now()),
+    page: 500,
     columns: [
       { label: 'Lease expired', value: (op) => relative(op.lease?.expiresAt) },
       { label: 'Owner', value: (op) => op.lease?.owner ?? '—' },
@@ -56,6 +60,7 @@ const SECTIONS: SectionDef[] = [
       [...ops].sort(
         (a, b) => Date.parse(a.approval?.deadline ?? '') - Date.parse(b.approval?.deadline ?? ''),
       ),
+    page: PAGE,
     columns: [
       { label: 'Deadline', value: (op) => relative(op.approval?.deadline) },
       { label: 'Waiting', value: (op) => age(op.createdAt) },
@@ -138,7 +143,7 @@ function section(ctx: Ctx, def: SectionDef, f: Filters) {
     scope: f.scope,
     effect: f.effect as Operation['effect'] | undefined,
     createdBefore: f.age ? new Date(now() - Number(f.age) * 60_000).toISOString() : undefined,
-    limit: PAGE,
+    limit: def.page,
     cursor: c,
   });
 
