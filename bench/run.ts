@@ -1,11 +1,12 @@
 /**
  * `npm run bench`: builds the service, makes a fresh database, runs the
- * scenarios of benchmarks.md (S1..S7) against the service as its own process
- * and against pgbench on the same statements, and writes bench/results/.
+ * scenarios of benchmarks.md (S1..S9, and S10 when its file exists) against
+ * the service as its own process, next to the floor, the HTTP floor and the
+ * same-SQL diagnostic, and writes bench/results/.
  * Settings: bench/lib/config.ts and bench/README.md.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { Bench, type ScenarioResult } from './lib/bench.js';
@@ -21,6 +22,20 @@ import { runS3 } from './scenarios/s3-race.js';
 import { runS4 } from './scenarios/s4-large.js';
 import { runS5 } from './scenarios/s5-sweeper.js';
 import { runS6 } from './scenarios/s6-executor.js';
+import { runS8 } from './scenarios/s8-open-loop.js';
+import { runS9 } from './scenarios/s9-embedded.js';
+
+type Runner = (b: Bench) => Promise<ScenarioResult | ScenarioResult[]>;
+
+/** Scenarios added later by their own file (`scenarios/s10-*.ts` exporting `runS10`), if present. */
+async function extraScenario(id: string): Promise<Runner | undefined> {
+  const dir = join(ROOT, 'bench/scenarios');
+  const file = (await readdir(dir)).find((f) => f.startsWith(`${id.toLowerCase()}-`) && f.endsWith('.ts'));
+  if (!file) return undefined;
+  const mod = (await import(join(dir, file))) as Record<string, unknown>;
+  const run = mod[`run${id}`];
+  return typeof run === 'function' ? (run as Runner) : undefined;
+}
 
 function commit(): string {
   try {
@@ -42,7 +57,7 @@ async function main(): Promise<number> {
   const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
   log(
     `runs ${cfg.runs} x ${cfg.seconds} s (+${cfg.warmupSeconds} s warm-up), clients ${cfg.clients.join(',')}, ` +
-      `pgbench -M ${cfg.pgbenchMode}, large ledger ${cfg.largeRows.toLocaleString('en')} rows; scratch ${workDir}`,
+      `floor pgbench -M prepared, same SQL -M ${cfg.pgbenchMode}, large ledger ${cfg.largeRows.toLocaleString('en')} rows; scratch ${workDir}`,
   );
   const build = await buildService();
   log(build.note ?? `service: node ${build.args.join(' ')}`);
@@ -77,7 +92,9 @@ async function main(): Promise<number> {
     }
     parity = await checkParity(b);
     log(
-      parity.ok ? 'parity: service and pgbench write the same rows' : `PARITY FAILED: ${parity.differences}`,
+      parity.ok
+        ? `parity: service and same-SQL pgbench write the same rows; ${parity.sizes}`
+        : `PARITY FAILED: ${parity.differences}`,
     );
 
     const step = async (id: string, fn: () => Promise<ScenarioResult | ScenarioResult[]>) => {
@@ -107,9 +124,14 @@ async function main(): Promise<number> {
       const r = await runS1(b);
       return [r.s1, r.s7];
     });
+    // S8 right after S1: its arrival rate is half of S1's measured maximum.
+    await step('S8', () => runS8(b));
     await step('S2', () => runS2(b));
     await step('S3', () => runS3(b));
     await step('S6', () => runS6(b));
+    await step('S9', () => runS9(b));
+    const s10 = await extraScenario('S10');
+    if (s10) await step('S10', () => s10(b));
     // S5 before S4: the sweeper is measured on the ledger S1..S3 left, not on the large one.
     await step('S5', () => runS5(b));
     await step('S4', () => runS4(b));
@@ -142,9 +164,19 @@ async function main(): Promise<number> {
     runs: cfg.runs,
     seconds: cfg.seconds,
     warmupSeconds: cfg.warmupSeconds,
-    parity: parity && { ok: parity.ok, differences: parity.differences, scriptNotes: parity.scriptNotes },
+    parity: parity && {
+      ok: parity.ok,
+      differences: parity.differences,
+      scriptNotes: parity.scriptNotes,
+      sizes: parity.sizes,
+    },
   };
-  const { md, files } = await writeResults(join(ROOT, 'bench/results'), stamp, meta, results);
+  const { md, files } = await writeResults(
+    cfg.resultsDir ?? join(ROOT, 'bench/results'),
+    stamp,
+    meta,
+    results,
+  );
   process.stdout.write(md);
   log(`wrote ${files.join(', ')}`);
   return results.some((r) => r.rows.length === 0) ? 1 : 0;

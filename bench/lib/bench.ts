@@ -1,12 +1,14 @@
 /**
  * What every scenario gets: settings, the database, the built service, a
- * scratch directory, and the paired service-vs-pgbench measurement that
- * every ratio comes from.
+ * scratch directory, and the interleaved measurement of the service next to
+ * its references (floor, HTTP floor, same-SQL diagnostic) that every ratio
+ * comes from.
  */
 import { join } from 'node:path';
 import type { BenchConfig } from './config.js';
 import { type CpuWindow, cpuWindow } from './cpu.js';
 import type { BenchDatabase } from './database.js';
+import { HttpFloor } from './http-floor.js';
 import type { MeasuredLoad } from './http-load.js';
 import { Service, type ServiceBuild } from './service.js';
 import { type Spread, spread } from './stats.js';
@@ -18,8 +20,15 @@ export interface Row {
   figure: string;
   unit: string;
   service?: Spread;
+  /** The floor, or the reference the figure names (S4 empty, S5 before, S6 bare). */
   reference?: Spread;
+  /** service / reference, per run: the headline. */
   ratio?: Spread;
+  /** The HTTP floor, and service / HTTP floor. */
+  http?: Spread;
+  httpRatio?: Spread;
+  /** The same-SQL diagnostic: pgbench on the service's own statements. */
+  sameSql?: Spread;
   /** Text instead of numbers (e.g. "50/50 rounds"). */
   text?: string;
 }
@@ -36,8 +45,10 @@ export interface ScenarioResult {
 
 export class Bench {
   #runs = 0;
-  /** Every service process started, for cleanup on an abort. */
-  readonly live = new Set<Service>();
+  /** Every process started (services, HTTP floors), for cleanup on an abort. */
+  readonly live = new Set<{ stop(): Promise<unknown> }>();
+  /** S1's service cycles/s by client count (medians), for S8's arrival rate. */
+  readonly s1Rate = new Map<number, number>();
 
   constructor(
     readonly cfg: BenchConfig,
@@ -64,10 +75,15 @@ export class Bench {
   /** CPU metering of a pgbench window. */
   readonly pgbenchCpu = (pgbenchPid: () => number | undefined): CpuWindow => cpuWindow(this.db, pgbenchPid);
 
-  async startService(poolMax: number, env?: Record<string, string>): Promise<Service> {
+  /** The service on the bench database, or on the embedded engine when `databaseUrl` is null. */
+  async startService(
+    poolMax: number,
+    env?: Record<string, string>,
+    databaseUrl: string | null = this.db.url,
+  ): Promise<Service> {
     const svc = await Service.start({
       build: this.build,
-      databaseUrl: this.db.url,
+      databaseUrl: databaseUrl ?? undefined,
       poolMax,
       logFile: join(this.workDir, 'service.log'),
       env,
@@ -80,6 +96,38 @@ export class Bench {
     const m = await svc.stop();
     this.live.delete(svc);
     return m;
+  }
+
+  /** The HTTP floor answering with the given JSON texts. */
+  async startHttpFloor(bodies: { begin: string; complete: string }): Promise<HttpFloor> {
+    const floor = await HttpFloor.start(bodies, join(this.workDir, 'http-floor.log'));
+    this.live.add(floor);
+    return floor;
+  }
+
+  async stopHttpFloor(floor: HttpFloor): Promise<void> {
+    await floor.stop();
+    this.live.delete(floor);
+  }
+
+  /**
+   * `runs` rounds of one run per side, the order rotated each round so a
+   * drifting machine biases none. Each side starts from a checkpoint.
+   * Ratios are taken per round, then their median.
+   */
+  async sides(label: string, fns: SideRuns): Promise<Sides> {
+    const names = (Object.keys(SIDE_LABEL) as Side[]).filter((k) => fns[k]);
+    const out: Partial<Record<Side, MeasuredLoad[]>> = {};
+    for (let r = 0; r < this.cfg.runs; r++) {
+      const order = names.map((_, i) => names[(i + r) % names.length]!);
+      for (const side of order) {
+        await this.db.checkpoint();
+        const m = await fns[side]!(this.nextRun());
+        out[side] = [...(out[side] ?? []), m];
+        this.log(`${label} run ${r + 1}/${this.cfg.runs} ${SIDE_LABEL[side]}: ${fmtLoad(m)}`);
+      }
+    }
+    return out as Sides;
   }
 
   /**
@@ -122,12 +170,76 @@ export class Bench {
         } else {
           const m = await reference(this.nextRun());
           out.reference.push(m);
-          this.log(`${label} run ${r + 1}/${this.cfg.runs} pgbench: ${fmtLoad(m)}`);
+          this.log(`${label} run ${r + 1}/${this.cfg.runs} reference: ${fmtLoad(m)}`);
         }
       }
     }
     return out;
   }
+}
+
+export type Side = 'service' | 'floor' | 'http' | 'sameSql';
+export const SIDE_LABEL: Record<Side, string> = {
+  service: 'service',
+  floor: 'floor (pgbench -M prepared)',
+  http: 'HTTP floor',
+  sameSql: 'same SQL (pgbench)',
+};
+export type SideRuns = { service: (run: number) => Promise<MeasuredLoad> } & Partial<
+  Record<Side, (run: number) => Promise<MeasuredLoad>>
+>;
+export type Sides = { service: MeasuredLoad[] } & Partial<Record<Side, MeasuredLoad[]>>;
+
+const perRun = (a: MeasuredLoad[], b: MeasuredLoad[] | undefined, f: (m: MeasuredLoad) => number) =>
+  b ? spread(a.map((m, i) => f(m) / f(b[i]!))) : undefined;
+const over = (ms: MeasuredLoad[] | undefined, f: (m: MeasuredLoad) => number) =>
+  ms ? spread(ms.map(f)) : undefined;
+
+/** Rate, p50 and p99 of the service next to each reference measured, with the ratios. */
+export function figureRows(id: string, scenario: string, unit: string, s: Sides): Row[] {
+  const figures: Array<[string, string, (m: MeasuredLoad) => number]> = [
+    [unit, '/s', (m) => m.perSecond],
+    ['p50', 'ms', (m) => m.latency.p50],
+    ['p99', 'ms', (m) => m.latency.p99],
+  ];
+  return figures.map(([figure, u, f]) => ({
+    id,
+    scenario,
+    figure,
+    unit: u,
+    service: over(s.service, f),
+    reference: over(s.floor, f),
+    ratio: perRun(s.service, s.floor, f),
+    http: over(s.http, f),
+    httpRatio: perRun(s.service, s.http, f),
+    sameSql: over(s.sameSql, f),
+  }));
+}
+
+/** CPU milliseconds per operation by process, for the sides that were metered. */
+export function sideCpuRows(id: string, scenario: string, op: string, s: Sides): Row[] {
+  if (!s.service.every((m) => m.cpu)) return [];
+  type Cpu = NonNullable<MeasuredLoad['cpu']>;
+  const f = (g: (c: Cpu) => number | undefined) => (m: MeasuredLoad) =>
+    m.cpu ? (g(m.cpu) ?? Number.NaN) : Number.NaN;
+  const row = (figure: string, g: (c: Cpu) => number | undefined, refs: Side[]): Row => ({
+    id,
+    scenario,
+    figure: `CPU ms per ${op}: ${figure}`,
+    unit: 'ms',
+    service: over(s.service, f(g)),
+    ...(refs.includes('floor') && {
+      reference: over(s.floor, f(g)),
+      ratio: perRun(s.service, s.floor, f(g)),
+    }),
+    ...(refs.includes('http') && { http: over(s.http, f(g)), httpRatio: perRun(s.service, s.http, f(g)) }),
+    ...(refs.includes('sameSql') && { sameSql: over(s.sameSql, f(g)) }),
+  });
+  return [
+    row('service process (HTTP floor: its process)', (c) => c.serviceMs, ['http']),
+    row('Postgres backends', (c) => c.postgresMs, ['floor', 'sameSql']),
+    row('load generator (undici; pgbench)', (c) => c.driverMs, ['floor', 'http', 'sameSql']),
+  ];
 }
 
 export function fmtLoad(m: MeasuredLoad): string {
@@ -174,49 +286,6 @@ export function pairedRows(
       service: spread(p.service.map(p99)),
       reference: spread(p.reference.map(p99)),
       ratio: ratio(p99),
-    },
-  ];
-}
-
-/** CPU milliseconds per operation, by process, when both sides were metered. */
-export function cpuRows(
-  id: string,
-  scenario: string,
-  op: string,
-  p: { service: MeasuredLoad[]; reference: MeasuredLoad[] },
-): Row[] {
-  if (!p.service.every((m) => m.cpu) || !p.reference.every((m) => m.cpu)) return [];
-  const side = (ms: MeasuredLoad[], f: (c: NonNullable<MeasuredLoad['cpu']>) => number | undefined) =>
-    spread(ms.map((m) => f(m.cpu!) ?? Number.NaN));
-  const pairRatio = (f: (c: NonNullable<MeasuredLoad['cpu']>) => number | undefined) =>
-    spread(p.service.map((m, i) => (f(m.cpu!) ?? Number.NaN) / (f(p.reference[i]!.cpu!) ?? Number.NaN)));
-  const pg = (c: NonNullable<MeasuredLoad['cpu']>) => c.postgresMs;
-  const driver = (c: NonNullable<MeasuredLoad['cpu']>) => c.driverMs;
-  return [
-    {
-      id,
-      scenario,
-      figure: `CPU ms per ${op}: service process`,
-      unit: 'ms',
-      service: side(p.service, (c) => c.serviceMs),
-    },
-    {
-      id,
-      scenario,
-      figure: `CPU ms per ${op}: Postgres backends`,
-      unit: 'ms',
-      service: side(p.service, pg),
-      reference: side(p.reference, pg),
-      ratio: pairRatio(pg),
-    },
-    {
-      id,
-      scenario,
-      figure: `CPU ms per ${op}: load generator (undici; pgbench)`,
-      unit: 'ms',
-      service: side(p.service, driver),
-      reference: side(p.reference, driver),
-      ratio: pairRatio(driver),
     },
   ];
 }

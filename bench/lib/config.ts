@@ -33,14 +33,23 @@ export interface BenchConfig {
   /** S2: completed keys the replays pick from. */
   replayKeys: number;
   /**
-   * pgbench's protocol. `extended` is what the service's driver does (node-postgres
-   * sends every drizzle query as an unnamed Parse/Bind/Execute), so it is the default.
+   * pgbench's protocol for the same-SQL diagnostic. `prepared` is what the service
+   * does by default (named prepared statements, `IDEM_DB_PREPARED`); `extended`
+   * shows the unnamed path. The floor always runs `-M prepared`.
    */
   pgbenchMode: PgbenchMode;
+  /** S8: arrivals per second; 0 means half of S1's measured maximum at 16 clients. */
+  openRate: number;
+  /** S8: most HTTP connections the open-loop driver may open. */
+  openConnections: number;
+  /** S9: clients of the embedded engine's S1 and S2. */
+  embeddedClients: number;
   /** Scenario ids to run (`BENCH_ONLY=S1,S3`); all when absent. */
   only: Set<string> | undefined;
   /** Keep the bench database after the run, for a post-mortem. */
   keepDatabase: boolean;
+  /** Where the results go (`bench/results`, whose `latest.md` is committed); elsewhere for trial runs. */
+  resultsDir: string | undefined;
 }
 
 type Env = Record<string, string | undefined>;
@@ -72,7 +81,7 @@ export function loadBenchConfig(env: Env = process.env): BenchConfig {
       return n;
     });
   if (clients.length === 0) throw new Error('BENCH_CLIENTS is empty');
-  const mode = env.BENCH_PGBENCH_MODE ?? 'extended';
+  const mode = env.BENCH_PGBENCH_MODE ?? 'prepared';
   if (mode !== 'extended' && mode !== 'prepared') {
     throw new Error('BENCH_PGBENCH_MODE must be extended or prepared (simple cannot bind parameters)');
   }
@@ -94,8 +103,12 @@ export function loadBenchConfig(env: Env = process.env): BenchConfig {
     raceClients: int(env, 'BENCH_RACE_CLIENTS', 64, 2, 512),
     replayKeys: int(env, 'BENCH_REPLAY_KEYS', 1000, 1, 1_000_000),
     pgbenchMode: mode,
+    openRate: num(env, 'BENCH_OPEN_RATE', 0, 0, 1_000_000),
+    openConnections: int(env, 'BENCH_OPEN_CONNECTIONS', 256, 1, 4096),
+    embeddedClients: int(env, 'BENCH_EMBEDDED_CLIENTS', 4, 1, 64),
     only,
     keepDatabase: /^(1|true|yes)$/i.test(env.BENCH_KEEP_DB ?? ''),
+    resultsDir: env.BENCH_RESULTS_DIR || undefined,
   };
 }
 

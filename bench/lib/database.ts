@@ -7,7 +7,7 @@ import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { postgresDatabase } from '../../src/db/database.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
-import { LAPSED_TO_READY, LAPSED_TO_UNKNOWN } from '../../src/ledger/sql/view.js';
+import { effStatus } from '../../src/ledger/sql/row.js';
 
 export function withDatabaseName(url: string, name: string): string {
   const u = new URL(url);
@@ -90,11 +90,11 @@ export class BenchDatabase {
     return Object.fromEntries(rows.map((r) => [r.status, r.n]));
   }
 
-  /** Rows of `scope` and `tag` whose lapse rule A says is due (the service's own expressions). */
+  /** Rows of `scope` and `tag` whose lapse is due but not written (the service's own rule, `effStatus`). */
   async dueLapses(scope: string, tag: string): Promise<number> {
     const rows = await this.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM idem_operations
-       WHERE scope = $1 AND split_part(key, '/', 2) = $2 AND (${LAPSED_TO_READY} OR ${LAPSED_TO_UNKNOWN})`,
+      `SELECT count(*)::int AS n FROM idem_operations o
+       WHERE scope = $1 AND split_part(key, '/', 2) = $2 AND ${effStatus('o', 'now()')} <> o.status`,
       [scope, tag],
     );
     return rows[0]!.n;

@@ -69,7 +69,12 @@ export async function closedLoop(o: LoadOptions): Promise<MeasuredLoad> {
   const closing = setTimeout(() => o.cpu?.close(), o.warmupMs + o.measureMs);
   const done = () => {
     const now = performance.now();
-    if (now >= to) return true;
+    // The timers above can fire after the loop has ended (fast answers): snapshot here too.
+    if (now >= from) o.cpu?.open();
+    if (now >= to) {
+      o.cpu?.close();
+      return true;
+    }
     if (now >= from && o.until?.()) {
       if (now < endedAt) o.cpu?.close();
       endedAt = Math.min(endedAt, now);

@@ -1,14 +1,19 @@
 /**
- * Is the reference doing the service's work? One S1 cycle through the HTTP
- * service and one pgbench transaction of the S1 script, then the two rows
- * and their events are compared on everything that is not per-key (ids,
- * keys, times). A difference means the pgbench script no longer runs what
- * the service runs (e.g. a default changed in `begin.ts`): the ratios would
- * compare different work, so the report says so.
+ * Is the same-SQL diagnostic doing the service's work? One S1 cycle through
+ * the HTTP service and one pgbench transaction of the same-SQL script, then
+ * the two rows and their events are compared on everything that is not
+ * per-key (ids, keys, times). A difference means the pgbench script no
+ * longer runs what the service runs (e.g. a default changed in `begin.ts`):
+ * the diagnostic would compare different work, so the report says so.
+ *
+ * The floor writes less by design (no lapse rules, its own event details),
+ * so it is not compared column by column; its row and event sizes are
+ * reported next to the service's, to show the payloads are the same size.
  */
 import type { Bench } from './bench.js';
+import { floorCycleScript } from './floor.js';
 import { beginCompleteCycle, closeClients, openClients } from './http-load.js';
-import { runPgbench } from './pgbench.js';
+import { type PgbenchScript, runPgbench } from './pgbench.js';
 import { cycleScript } from './scripts.js';
 
 const SHAPE = `
@@ -27,6 +32,8 @@ export interface Parity {
   differences: string[];
   /** How the S1 script's text had to be adapted for pgbench, if at all. */
   scriptNotes: string[];
+  /** Bytes of the operation row and of its events, as stored: service, same SQL, floor. */
+  sizes: string;
   service?: Record<string, unknown>;
   reference?: Record<string, unknown>;
 }
@@ -42,23 +49,35 @@ export async function checkParity(b: Bench): Promise<Parity> {
   } finally {
     await b.stopService(svc);
   }
+  const once = (script: PgbenchScript, mode: 'prepared' | 'extended') =>
+    runPgbench({ url: b.db.url, script, clients: 1, mode, workDir: b.workDir, transactions: 1 });
   const script = cycleScript(b.scope, pgbTag, b.nextRun());
-  await runPgbench({
-    url: b.db.url,
-    script,
-    clients: 1,
-    mode: b.cfg.pgbenchMode,
-    workDir: b.workDir,
-    transactions: 1,
-  });
+  await once(script, b.cfg.pgbenchMode);
+  await once(floorCycleScript(b.scope, 'parity-flo', b.nextRun()), 'prepared');
   const [s] = await b.db.query<Record<string, unknown>>(SHAPE, [b.scope, svcTag]);
   const [r] = await b.db.query<Record<string, unknown>>(SHAPE, [b.scope, pgbTag]);
   const scriptNotes = script.notes;
+  const sizes = await sizesOf(b, { service: svcTag, 'same SQL': pgbTag, floor: 'parity-flo' });
   if (!s || !r) {
-    return { ok: false, differences: [`missing row: service ${!!s}, pgbench ${!!r}`], scriptNotes };
+    return { ok: false, differences: [`missing row: service ${!!s}, pgbench ${!!r}`], scriptNotes, sizes };
   }
   const differences = Object.keys(s)
     .filter((k) => JSON.stringify(s[k]) !== JSON.stringify(r[k]))
     .map((k) => `${k}: service ${JSON.stringify(s[k])} vs pgbench ${JSON.stringify(r[k])}`);
-  return { ok: differences.length === 0, differences, scriptNotes, service: s, reference: r };
+  return { ok: differences.length === 0, differences, scriptNotes, sizes, service: s, reference: r };
+}
+
+async function sizesOf(b: Bench, tags: Record<string, string>): Promise<string> {
+  const out: string[] = [];
+  for (const [side, tag] of Object.entries(tags)) {
+    const [z] = await b.db.query<{ row: number; events: number; n: number }>(
+      `SELECT pg_column_size(o.*)::int AS row,
+         (SELECT sum(pg_column_size(e.*))::int FROM idem_events e WHERE e.scope = o.scope AND e.operation_id = o.id) AS events,
+         (SELECT count(*)::int FROM idem_events e WHERE e.scope = o.scope AND e.operation_id = o.id) AS n
+       FROM idem_operations o WHERE scope = $1 AND split_part(key, '/', 2) = $2`,
+      [b.scope, tag],
+    );
+    out.push(z ? `${side} row ${z.row} B + ${z.n} events ${z.events} B` : `${side}: no row`);
+  }
+  return out.join('; ');
 }

@@ -1,13 +1,16 @@
 /**
- * The reference: pgbench running the service's rendered statements, with the
- * same number of connections and the same protocol as the service's driver.
+ * pgbench runs: the floor (hand-written SQL, `floor.ts`) and the same-SQL
+ * diagnostic (the service's statements, `statements.ts`), with the same
+ * number of connections as the service's clients.
  *
- * A rendered statement is first made safe for pgbench's parser
+ * A service statement is first made safe for pgbench's parser
  * (`sql-text.ts`); its `$n` parameters become pgbench variables bound as
  * parameters (`-D pN=value`, so pgbench sends what node-postgres sends), NULL
  * stays a literal, and the sentinels of the per-transaction values become
  * expressions over `\set` counters. Latencies come from pgbench's
- * per-transaction log (`-l`), windowed like the HTTP driver's samples.
+ * per-transaction log (`-l`), windowed like the HTTP driver's samples; with a
+ * fixed rate (`-R`) pgbench measures each latency from the transaction's
+ * scheduled start, as the open-loop HTTP driver does.
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
@@ -89,6 +92,16 @@ export class ScriptBuilder {
     return name;
   }
 
+  /** A hand-written statement over `:variables` (the floor); no trailing `;`. */
+  sql(text: string, gset?: string): this {
+    const safe = pgbenchSafe(text);
+    this.#notes.push(...safe.notes);
+    const line = safe.text.trim();
+    if (gset) this.#prefixes.push(gset);
+    this.#lines.push(gset ? `${line} \\gset ${gset}` : `${line};`);
+    return this;
+  }
+
   build(): PgbenchScript {
     const text = `${this.#lines.join('\n')}\n`;
     // Any `:name` pgbench would take for a variable must be one: an undefined
@@ -114,6 +127,8 @@ export interface PgbenchOptions {
   seconds?: number;
   /** Or a fixed number of transactions per client (no log, no window). */
   transactions?: number;
+  /** A fixed arrival rate (`-R`, transactions per second over all clients): an open loop. */
+  rate?: number;
   /** Snapshots CPU use when the window opens and closes; gets pgbench's pid. */
   cpu?: (pgbenchPid: () => number | undefined) => CpuWindow;
 }
@@ -131,6 +146,7 @@ export async function runPgbench(o: PgbenchOptions): Promise<PgbenchResult> {
   const warmup = o.warmupSeconds ?? 0;
   const seconds = o.seconds ?? 0;
   const args = ['-n', '-M', o.mode, '-c', String(o.clients), '-j', '1', '-f', file];
+  if (o.rate !== undefined) args.push('-R', String(o.rate));
   if (o.transactions !== undefined) args.push('-t', String(o.transactions));
   else args.push('-T', String(Math.ceil(warmup + seconds) + 1), '-l', '--log-prefix', join(dir, 'tx'));
   for (const [k, v] of Object.entries(o.script.defines)) args.push('-D', `${k}=${v}`);

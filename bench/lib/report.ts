@@ -1,6 +1,6 @@
 /**
  * Results: a JSON file with every run, a Markdown table of medians, and an
- * SVG chart of the throughput figures against their pgbench reference.
+ * SVG chart of the throughput figures against their floors.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -22,7 +22,7 @@ export interface Meta {
   runs: number;
   seconds: number;
   warmupSeconds: number;
-  parity: { ok: boolean; differences: string[]; scriptNotes: string[] } | undefined;
+  parity: { ok: boolean; differences: string[]; scriptNotes: string[]; sizes: string } | undefined;
 }
 
 function num(v: number): string {
@@ -51,13 +51,16 @@ export function markdown(meta: Meta, results: ScenarioResult[]): string {
       `${meta.machine.loadAvgEnd.map((l) => l.toFixed(1)).join('/')} at end. ` +
       `Node ${meta.node}; ${meta.postgres.split(' on ')[0]} (synchronous_commit ${meta.postgresSettings.synchronous_commit}, ` +
       `fsync ${meta.postgresSettings.fsync}, shared_buffers ${meta.postgresSettings.shared_buffers}); ` +
-      `${meta.pgbench}, \`-M ${meta.pgbenchMode}\`. Service: ${meta.service}.`,
+      `${meta.pgbench}: the floor \`-M prepared\`, the same-SQL diagnostic \`-M ${meta.pgbenchMode}\`. Service: ${meta.service}.`,
   );
   out.push('');
   out.push(
     `Each figure: median of ${meta.runs} runs [min–max], ${meta.seconds} s measured after ${meta.warmupSeconds} s of warm-up. ` +
-      'Ratio = service / reference per run, median of the ratios: for rates 1.0 is parity and lower is slower; ' +
-      "for latencies higher is slower. The reference is pgbench running the service's own statements unless the figure says otherwise.",
+      '**floor** = the least durable SQL doing the same work, hand-written, `pgbench -M prepared`, same connections ' +
+      '(or the reference the figure names: S4 empty, S5 before, S6 bare); **HTTP floor** = a bare fastify route ' +
+      "answering a JSON body of the service's answer size, same driver; **same SQL** = pgbench on the service's own " +
+      'statements (a diagnostic). Ratios are service / reference per run, median of the ratios: for rates 1.0 is ' +
+      'parity and lower is slower; for latencies higher is slower. The headline is service / floor (for S2, service / HTTP floor).',
   );
   out.push('');
   const loads = results
@@ -69,27 +72,31 @@ export function markdown(meta: Meta, results: ScenarioResult[]): string {
     );
     out.push('');
   }
-  out.push('| id | scenario | figure | service | reference | ratio |');
-  out.push('| --- | --- | --- | --- | --- | --- |');
+  out.push(
+    '| id | scenario | figure | service | floor | service / floor | HTTP floor | service / HTTP floor | same SQL |',
+  );
+  out.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   let last = '';
   for (const r of rows) {
     const scen = r.scenario === last ? '' : r.scenario;
     last = r.scenario;
     const svc = r.text ?? cell(r.service, r.unit);
     out.push(
-      `| ${r.id} | ${scen} | ${r.figure}${unitNote(r)} | ${svc} | ${cell(r.reference, r.unit)} | ${cell(r.ratio)} |`,
+      `| ${r.id} | ${scen} | ${r.figure}${unitNote(r)} | ${svc} | ${cell(r.reference, r.unit)} | ${bold(cell(r.ratio))} | ` +
+        `${cell(r.http, r.unit)} | ${cell(r.httpRatio)} | ${cell(r.sameSql, r.unit)} |`,
     );
   }
   const notes = [
     ...(meta.parity && !meta.parity.ok
       ? [
-          `PARITY: the pgbench script does not write what the service writes: ${meta.parity.differences.join('; ')}`,
+          `PARITY: the same-SQL pgbench script does not write what the service writes: ${meta.parity.differences.join('; ')}`,
         ]
       : meta.parity
         ? [
-            'Parity: one service cycle and one pgbench cycle wrote identical rows and events (ids, keys and times aside).',
+            'Parity: one service cycle and one same-SQL pgbench cycle wrote identical rows and events (ids, keys and times aside).',
           ]
         : []),
+    ...(meta.parity ? [`Stored sizes of one cycle: ${meta.parity.sizes}.`] : []),
     ...(meta.parity?.scriptNotes.length
       ? [
           `pgbench script text adapted, same SQL to Postgres (pgbench reads \`:name\` inside literals as a variable): ${meta.parity.scriptNotes.join('; ')}`,
@@ -108,49 +115,64 @@ export function markdown(meta: Meta, results: ScenarioResult[]): string {
   return `${out.join('\n')}\n`;
 }
 
+/** The headline ratio in bold, its spread not. */
+function bold(s: string): string {
+  if (!s) return '';
+  const i = s.indexOf(' [');
+  return i < 0 ? `**${s}**` : `**${s.slice(0, i)}**${s.slice(i)}`;
+}
+
 function unitNote(r: Row): string {
   if (r.unit === '/s' || r.unit === 'x' || r.unit === '' || r.figure.includes(r.unit)) return '';
   return ` (${r.unit})`;
 }
 
-/** Horizontal bars: service vs pgbench median per throughput figure, whiskers min–max. */
+/**
+ * Horizontal bars per throughput figure: service, floor and HTTP floor
+ * (median, whiskers min–max), each figure scaled to its own largest bar so
+ * that a 50x gap and a 2x gap both stay readable.
+ */
 export function svgChart(results: ScenarioResult[]): string | undefined {
-  const bars = results
+  const figures = results
     .flatMap((r) => r.rows)
-    .filter((r) => r.unit === '/s' && r.service && r.reference && r.ratio && r.id !== 'S5');
-  if (bars.length === 0) return undefined;
-  const max = Math.max(...bars.flatMap((r) => [r.service!.max, r.reference!.max]));
+    .filter((r) => r.unit === '/s' && r.service && r.reference && r.ratio && !['S5', 'S8'].includes(r.id));
+  if (figures.length === 0) return undefined;
   const left = 330;
-  const width = 860;
-  const plot = width - left - 90;
-  const rowH = 46;
+  const width = 900;
+  const plot = width - left - 150;
+  const bar = 16;
   const top = 40;
-  const height = top + bars.length * rowH + 30;
-  const x = (v: number) => left + (v / max) * plot;
   const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;');
   const parts: string[] = [];
-  parts.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
-    `<text x="10" y="20" font-size="14" font-weight="bold">Throughput: service (blue) vs pgbench on the same SQL (grey), median with min–max</text>`,
-  );
-  bars.forEach((r, i) => {
-    const y = top + i * rowH;
-    parts.push(`<text x="10" y="${y + 22}">${esc(`${r.id} ${r.scenario}`.slice(0, 52))}</text>`);
-    for (const [j, s, color] of [
-      [0, r.service!, '#3b6fb6'],
-      [1, r.reference!, '#9a9a9a'],
-    ] as const) {
-      const by = y + 4 + j * 18;
+  let y = top;
+  for (const r of figures) {
+    const sides = (
+      [
+        ['service', r.service, '#3b6fb6', undefined],
+        ['floor', r.reference, '#9a9a9a', r.ratio],
+        ['HTTP floor', r.http, '#e0a040', r.httpRatio],
+      ] as const
+    ).filter(([, v]) => v && Number.isFinite(v.median));
+    const max = Math.max(...sides.map(([, v]) => v!.max));
+    const x = (v: number) => left + (v / max) * plot;
+    parts.push(`<text x="10" y="${y + 14}">${esc(`${r.id} ${r.scenario}`.slice(0, 50))}</text>`);
+    sides.forEach(([name, v, color, ratio], j) => {
+      const by = y + j * (bar + 4);
+      const label = `${num(v!.median)} ${name}${ratio ? ` (service ×${num(ratio.median)})` : ''}`;
       parts.push(
-        `<rect x="${left}" y="${by}" width="${(x(s.median) - left).toFixed(1)}" height="14" fill="${color}"/>`,
-        `<line x1="${x(s.min).toFixed(1)}" x2="${x(s.max).toFixed(1)}" y1="${by + 7}" y2="${by + 7}" stroke="#000"/>`,
-        `<text x="${(x(s.max) + 6).toFixed(1)}" y="${by + 12}">${num(s.median)}</text>`,
+        `<rect x="${left}" y="${by}" width="${(x(v!.median) - left).toFixed(1)}" height="${bar}" fill="${color}"/>`,
+        `<line x1="${x(v!.min).toFixed(1)}" x2="${x(v!.max).toFixed(1)}" y1="${by + bar / 2}" y2="${by + bar / 2}" stroke="#000"/>`,
+        `<text x="${(x(v!.max) + 6).toFixed(1)}" y="${by + 12}">${esc(label)}</text>`,
       );
-    }
-    parts.push(`<text x="${width - 60}" y="${y + 22}">×${num(r.ratio!.median)}</text>`);
-  });
-  parts.push('</svg>');
-  return `${parts.join('\n')}\n`;
+    });
+    y += sides.length * (bar + 4) + 14;
+  }
+  return `${[
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${y + 10}" font-family="sans-serif" font-size="12">`,
+    `<text x="10" y="20" font-size="14" font-weight="bold">Throughput: service (blue), floor (grey), HTTP floor (orange); median, min–max; each figure on its own scale</text>`,
+    ...parts,
+    '</svg>',
+  ].join('\n')}\n`;
 }
 
 export async function writeResults(

@@ -1,29 +1,43 @@
 /**
- * The pgbench scripts of the scenarios, built from the service's statements
- * (`statements.ts`). Per-transaction values:
+ * The same-SQL diagnostic's pgbench scripts, built from the service's own
+ * statements (`statements.ts`). Per-transaction values:
  *
  *   seq     = client_id * 10^9 + n      (n counts the client's transactions, from -D n=0)
  *   key     = <8 hex of md5(seq)>/<tag>/<seq>, scattered like the HTTP driver's keys
- *   newId   = <run>a<seq> as 32 hex digits, leaseId = <run>b<seq>
- *   lease   = the begin's own "leaseId" column, captured with \gset
+ *   id, eventId = gen_random_uuid(), as the service makes random ones
+ *   leaseId = <run>b<seq> as 32 hex digits; the complete uses the begin's own
+ *             "leaseId" column, captured with \gset (which also checks one row came back)
  */
 import { type PgbenchScript, ScriptBuilder } from './pgbench.js';
 import { renderBegin, renderComplete, SENTINEL } from './statements.js';
 
-const id = (letter: string, counter: string) =>
+/** A uuid made of the run number, a letter and a counter: unique per run and transaction. */
+export const seqUuid = (letter: string, counter: string) =>
   `lpad(to_hex(:rn::bigint), 7, '0') || '${letter}' || lpad(to_hex(${counter}::bigint), 24, '0')`;
 
-/** S1: begin a new key, complete it with the lease the begin returned. */
-export function cycleScript(scope: string, tag: string, run: number): PgbenchScript {
-  const key = `substr(md5(:seq::text), 1, 8) || '/' || :kp::text || '/' || :seq::text`;
-  const b = new ScriptBuilder().define('n', '0').define('kp', tag).define('rn', String(run));
-  b.meta('\\set n :n + 1').meta('\\set seq :client_id * 1000000000 + :n');
+/** `<8 hex>/<tag>/<seq>`: spread over the key space like the HTTP driver's keys. */
+export const SCATTERED_KEY = `substr(md5(:seq::text), 1, 8) || '/' || :kp::text || '/' || :seq::text`;
+
+/** The counters every script starts with: `n` per client, `seq` unique over clients. */
+export function counters(tag: string, run: number): ScriptBuilder {
+  return new ScriptBuilder()
+    .define('n', '0')
+    .define('kp', tag)
+    .define('rn', String(run))
+    .meta('\\set n :n + 1')
+    .meta('\\set seq :client_id * 1000000000 + :n');
+}
+
+const RANDOM_UUID = 'gen_random_uuid()';
+
+function beginThenComplete(b: ScriptBuilder, scope: string, key: string, lease: string): PgbenchScript {
   b.query(
     renderBegin(scope),
     new Map([
       [SENTINEL.key, key],
-      [SENTINEL.newId, id('a', ':seq')],
-      [SENTINEL.leaseId, id('b', ':seq')],
+      [SENTINEL.newId, RANDOM_UUID],
+      [SENTINEL.eventId, RANDOM_UUID],
+      [SENTINEL.leaseId, seqUuid(lease, ':seq')],
     ]),
     'b_',
   );
@@ -31,10 +45,16 @@ export function cycleScript(scope: string, tag: string, run: number): PgbenchScr
     renderComplete(scope),
     new Map([
       [SENTINEL.key, key],
+      [SENTINEL.eventId, RANDOM_UUID],
       [SENTINEL.leaseId, ':b_leaseId'],
     ]),
   );
   return b.build();
+}
+
+/** S1: begin a new key, complete it with the lease the begin returned. */
+export function cycleScript(scope: string, tag: string, run: number): PgbenchScript {
+  return beginThenComplete(counters(tag, run), scope, SCATTERED_KEY, 'b');
 }
 
 /**
@@ -42,42 +62,20 @@ export function cycleScript(scope: string, tag: string, run: number): PgbenchScr
  * so `pgbench -t perClient` completes keys 0 .. clients * perClient - 1.
  */
 export function fillScript(scope: string, prefix: string, perClient: number, run: number): PgbenchScript {
-  const key = ':kp::text || :i::text';
-  const b = new ScriptBuilder().define('n', '0').define('kp', prefix).define('rn', String(run));
-  b.meta('\\set n :n + 1')
-    .meta('\\set seq :client_id * 1000000000 + :n')
-    .meta(`\\set i :client_id * ${perClient} + :n - 1`);
-  b.query(
-    renderBegin(scope),
-    new Map([
-      [SENTINEL.key, key],
-      [SENTINEL.newId, id('e', ':seq')],
-      [SENTINEL.leaseId, id('f', ':seq')],
-    ]),
-    'b_',
-  );
-  b.query(
-    renderComplete(scope),
-    new Map([
-      [SENTINEL.key, key],
-      [SENTINEL.leaseId, ':b_leaseId'],
-    ]),
-  );
-  return b.build();
+  const b = counters(prefix, run).meta(`\\set i :client_id * ${perClient} + :n - 1`);
+  return beginThenComplete(b, scope, ':kp::text || :i::text', 'f');
 }
 
 /** S2: begin on one of `keys` completed keys `<prefix><i>`: the conflict arm reads it back (a replay). */
 export function replayScript(scope: string, prefix: string, keys: number, run: number): PgbenchScript {
-  const b = new ScriptBuilder().define('n', '0').define('kp', prefix).define('rn', String(run));
-  b.meta('\\set n :n + 1')
-    .meta('\\set seq :client_id * 1000000000 + :n')
-    .meta(`\\set i random(0, ${keys - 1})`);
+  const b = counters(prefix, run).meta(`\\set i random(0, ${keys - 1})`);
   b.query(
     renderBegin(scope),
     new Map([
       [SENTINEL.key, ':kp::text || :i::text'],
-      [SENTINEL.newId, id('c', ':seq')],
-      [SENTINEL.leaseId, id('d', ':seq')],
+      [SENTINEL.newId, RANDOM_UUID],
+      [SENTINEL.eventId, RANDOM_UUID],
+      [SENTINEL.leaseId, seqUuid('d', ':seq')],
     ]),
   );
   return b.build();

@@ -1,12 +1,12 @@
 /**
- * The service's own statements, rendered for pgbench. Nothing here retypes
- * SQL: `beginStatement` and `transitionStatement(completeSpec(...))` are
- * imported from the service and rendered by drizzle's `PgDialect`, the same
- * path `db.execute()` takes. Only the per-transaction values (key, ids,
- * lease) are marked with sentinels so the pgbench script can put variables
- * in their place; every other parameter keeps the value the service sends.
+ * The service's own statements, for the same-SQL diagnostic. Nothing here
+ * retypes SQL: `BEGIN_INSERT` and `COMPLETE` are the `Statement`s the service
+ * sends as named prepared statements, and their values come from the
+ * service's own `beginValues` / `completeValues`. Only the per-transaction
+ * values (key, ids, lease, event id) are marked with sentinels, so the
+ * pgbench script can put its own expressions in their place; every other
+ * parameter keeps the value the service binds.
  */
-import { PgDialect } from 'drizzle-orm/pg-core';
 import { OPEN_PRINCIPAL } from '../../src/auth/keys.js';
 import {
   APPROVAL_TIMEOUT_MS,
@@ -16,10 +16,10 @@ import {
   LIMITS,
   RETENTION_MS,
 } from '../../src/contract/index.js';
+import { bind, type Statement } from '../../src/db/statement.js';
 import { canonicalJson, fingerprintOf } from '../../src/ledger/json-value.js';
-import { type BeginInput, beginStatement } from '../../src/ledger/sql/begin.js';
-import { completeSpec } from '../../src/ledger/sql/lease-holder.js';
-import { transitionStatement } from '../../src/ledger/sql/transition.js';
+import { BEGIN_INSERT, beginValues, type NewOperation } from '../../src/ledger/sql/begin.js';
+import { COMPLETE, completeValues } from '../../src/ledger/sql/lease-holder.js';
 
 /** What every benchmark begin asks for: a small agent tool call. */
 export const REQUEST = { tool: 'cancel_order', orderId: 'ORD-1002', amount: 30, currency: 'EUR' };
@@ -31,34 +31,42 @@ export const RESULT = { ok: true, refundId: 'RF-77' };
 export const BEGIN_BODY: Omit<BeginBody, 'key'> = { request: REQUEST, effect: EFFECT };
 export const COMPLETE_BODY: Omit<CompleteBody, 'leaseId'> = { status: 'succeeded', result: RESULT };
 
+/** The canonical texts the service stores for them (same bytes on every side). */
+export const REQUEST_TEXT = canonicalJson(REQUEST, 'request', LIMITS.requestBytes);
+export const RESULT_TEXT = canonicalJson(RESULT, 'result', LIMITS.resultBytes);
+export const FINGERPRINT = fingerprintOf(REQUEST_TEXT);
+
 /** Values that vary per transaction; pgbench puts its own expressions where they appear. */
 export const SENTINEL = {
   key: '\u0001bench-key\u0001',
   newId: 'b0000000-0000-4000-8000-00000000000a',
   leaseId: 'b0000000-0000-4000-8000-00000000000b',
+  eventId: 'b0000000-0000-4000-8000-00000000000c',
 } as const;
 
+/** A statement's text and its values in `$n` order. */
 export interface RenderedQuery {
   sql: string;
   params: unknown[];
 }
 
-const dialect = new PgDialect();
+const render = (st: Statement, values: Readonly<Record<string, unknown>>): RenderedQuery => ({
+  sql: st.text,
+  params: bind(st, values),
+});
 
 /**
- * The `BeginInput` the service builds for `BEGIN_BODY` from an open
+ * The `NewOperation` the service builds for `BEGIN_BODY` from an open
  * (key-less) caller. `src/ledger/begin.ts` does not export this step, so its
  * defaults are applied here from the contract's constants; the parity check
  * (`parity.ts`) compares the rows both paths write, so a drift is reported.
  */
-export function beginInputFor(scope: string, key: string, newId: string, leaseId: string): BeginInput {
+export function newOperationFor(scope: string, key: string, leaseId: string): NewOperation {
   const body = { ...BEGIN_BODY, key } as BeginBody;
-  const request = canonicalJson(body.request, 'request', LIMITS.requestBytes);
   return {
     scope,
     key,
-    newId,
-    fingerprint: fingerprintOf(request),
+    fingerprint: FINGERPRINT,
     effect: body.effect ?? 'unclassified',
     leaseId,
     leaseMs: body.leaseMs ?? LEASE_MS.default,
@@ -66,7 +74,7 @@ export function beginInputFor(scope: string, key: string, newId: string, leaseId
     owner: body.owner ?? null,
     requireApproval: body.requireApproval ?? false,
     approvalTimeoutMs: body.approvalTimeoutMs ?? APPROVAL_TIMEOUT_MS.default,
-    request: body.storeRequest === false ? null : request,
+    request: body.storeRequest === false ? null : REQUEST_TEXT,
     metadata: canonicalJson(body.metadata ?? {}, 'metadata', LIMITS.metadataBytes),
     retentionMs: body.retentionMs ?? RETENTION_MS.default,
     actor: OPEN_PRINCIPAL.name,
@@ -75,23 +83,19 @@ export function beginInputFor(scope: string, key: string, newId: string, leaseId
 
 /** The service's begin statement with the per-transaction values as sentinels. */
 export function renderBegin(scope: string): RenderedQuery {
-  return dialect.sqlToQuery(
-    beginStatement(beginInputFor(scope, SENTINEL.key, SENTINEL.newId, SENTINEL.leaseId)),
-  );
+  const op = newOperationFor(scope, SENTINEL.key, SENTINEL.leaseId);
+  return render(BEGIN_INSERT, beginValues(op, { id: SENTINEL.newId, eventId: SENTINEL.eventId }));
 }
 
-/** The service's complete statement (`holder.complete` canonicalizes the result first). */
+/** The service's complete statement (`holder.complete` gets the canonical result text). */
 export function renderComplete(scope: string): RenderedQuery {
-  return dialect.sqlToQuery(
-    transitionStatement(
-      completeSpec({
-        scope,
-        key: SENTINEL.key,
-        leaseId: SENTINEL.leaseId,
-        actor: OPEN_PRINCIPAL.name,
-        status: COMPLETE_BODY.status,
-        result: canonicalJson(COMPLETE_BODY.result, 'result', LIMITS.resultBytes),
-      }),
-    ),
-  );
+  const values = completeValues({
+    scope,
+    key: SENTINEL.key,
+    leaseId: SENTINEL.leaseId,
+    actor: OPEN_PRINCIPAL.name,
+    status: COMPLETE_BODY.status,
+    result: RESULT_TEXT,
+  });
+  return render(COMPLETE, { ...values, eventId: SENTINEL.eventId });
 }

@@ -6,6 +6,7 @@ export interface LatencySummary {
   n: number;
   p50: number;
   p99: number;
+  p999: number;
   mean: number;
   max: number;
 }
@@ -25,6 +26,7 @@ export function summarize(samplesMs: number[]): LatencySummary {
     n: s.length,
     p50: percentile(s, 50),
     p99: percentile(s, 99),
+    p999: percentile(s, 99.9),
     mean: s.length ? sum / s.length : Number.NaN,
     max: s.length ? (s[s.length - 1] as number) : Number.NaN,
   };

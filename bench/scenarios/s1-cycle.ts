@@ -1,17 +1,29 @@
 /**
- * S1: begin (new key) + complete at each client count, against pgbench on
- * the same two statements. S7 comes from the same service processes: one
- * per client count (pool sized to the clients), so its VmHWM is the peak RSS
- * under that load.
+ * S1: begin (new key) + complete at each client count, next to the floor
+ * (the least SQL for the same work, `pgbench -M prepared`), the HTTP floor
+ * (a bare fastify route, same requests, same driver) and the same-SQL
+ * diagnostic (pgbench on the service's own statements). S7 comes from the
+ * same service processes: one per client count (pool sized to the
+ * clients), so its VmHWM is the peak RSS under that load.
  */
-import { type Bench, cpuRows, errorNotes, pairedRows, type Row, type ScenarioResult } from '../lib/bench.js';
+import {
+  type Bench,
+  errorNotes,
+  figureRows,
+  type Row,
+  type ScenarioResult,
+  type SideRuns,
+  type Sides,
+  sideCpuRows,
+} from '../lib/bench.js';
+import { cpuWindow } from '../lib/cpu.js';
+import { floorCycleScript } from '../lib/floor.js';
+import { floorCycle, type HttpFloor, sampleAnswers } from '../lib/http-floor.js';
 import { beginCompleteCycle, type Cycle, closedLoop, type MeasuredLoad } from '../lib/http-load.js';
-import { runPgbench } from '../lib/pgbench.js';
+import { type PgbenchScript, runPgbench } from '../lib/pgbench.js';
 import { cycleScript } from '../lib/scripts.js';
 import type { Service } from '../lib/service.js';
 import { spread } from '../lib/stats.js';
-
-export type CyclePairs = { service: MeasuredLoad[]; reference: MeasuredLoad[] };
 
 /** Memory of the service process that served all runs of one client count. */
 export interface ServiceMemory {
@@ -20,129 +32,177 @@ export interface ServiceMemory {
 }
 
 /** Load right after a service starts, unmeasured: JIT, lazily built serializers, the pool. */
-export async function prime(b: Bench, svc: Service, clients: number, cycle: Cycle): Promise<void> {
+export async function prime(b: Bench, svc: { url: string }, clients: number, cycle: Cycle): Promise<void> {
   if (b.cfg.primeSeconds <= 0) return;
   await closedLoop({ url: svc.url, clients, warmupMs: 0, measureMs: b.cfg.primeSeconds * 1000, cycle });
 }
 
-/** One service run of S1: warm-up, then the measured window. */
-export async function serviceCycles(
+/** One closed-loop run against `url`: warm-up, then the measured window. */
+export function httpRun(
   b: Bench,
-  svc: Service,
+  url: string,
+  pid: number,
   clients: number,
-  run: number,
+  cycle: Cycle,
 ): Promise<MeasuredLoad> {
   return closedLoop({
-    url: svc.url,
+    url,
     clients,
     warmupMs: b.cfg.warmupSeconds * 1000,
     measureMs: b.cfg.seconds * 1000,
-    cycle: beginCompleteCycle(b.scope, `svc-${run}`),
-    cpu: b.serviceCpu(svc.pid),
+    cycle,
+    cpu: cpuWindow(b.db, () => undefined, pid),
   });
 }
 
-/** One pgbench run of S1; checks that every transaction left a succeeded operation. */
-export async function referenceCycles(b: Bench, clients: number, run: number, notes: string[]) {
-  const tag = `pgb-${run}`;
-  const r = await runPgbench({
+/** One timed pgbench run on the bench database. */
+export function pgbenchRun(b: Bench, script: PgbenchScript, clients: number, mode = b.cfg.pgbenchMode) {
+  return runPgbench({
     url: b.db.url,
-    script: cycleScript(b.scope, tag, run),
+    script,
     clients,
-    mode: b.cfg.pgbenchMode,
+    mode,
     workDir: b.workDir,
     warmupSeconds: b.cfg.warmupSeconds,
     seconds: b.cfg.seconds,
     cpu: b.pgbenchCpu,
   });
+}
+
+/** A pgbench cycle run (floor or same SQL); checks that every transaction left a succeeded operation. */
+export async function pgbenchCycles(
+  b: Bench,
+  clients: number,
+  tag: string,
+  script: PgbenchScript,
+  notes: string[],
+  mode = b.cfg.pgbenchMode,
+) {
+  await b.releaseServiceConnections();
+  const r = await pgbenchRun(b, script, clients, mode);
   const counts = await b.db.countByStatus(b.scope, tag);
   // pgbench may stop mid-transaction at -T: at most one begun-not-completed per client.
-  const succeeded = counts.succeeded ?? 0;
-  const open = counts.in_progress ?? 0;
-  if (succeeded < r.processed || open > clients) {
+  if ((counts.succeeded ?? 0) < r.processed || (counts.in_progress ?? 0) > clients) {
     notes.push(
-      `pgbench run ${run}: ${r.processed} transactions but ${JSON.stringify(counts)}: the reference is not completing its operations`,
+      `pgbench ${tag}: ${r.processed} transactions but ${JSON.stringify(counts)}: not completing its operations`,
     );
   }
   return r;
 }
 
+export interface CycleOptions {
+  /** The service to use (else one is started, primed and stopped). */
+  service?: Service;
+  /** Also measure the HTTP floor. */
+  httpFloor?: HttpFloor;
+  /** Also run the same-SQL diagnostic (default true). */
+  sameSql?: boolean;
+}
+
 /**
- * The paired S1 runs at one client count, against one service process
- * (pool = clients + 1, primed) that serves every service run, or against
- * `service` when given; its connections are closed before each pgbench run.
+ * The S1 runs at one client count: the service (one process serves every
+ * run; its connections are closed before each pgbench run), the floor, and
+ * the references asked for.
  */
 export async function measureCycles(
   b: Bench,
   clients: number,
   label: string,
   notes: string[],
-  service?: Service,
-): Promise<CyclePairs & { memory: ServiceMemory }> {
-  const svc = service ?? (await b.startService(clients + 1));
+  o: CycleOptions = {},
+): Promise<Sides & { memory: ServiceMemory }> {
+  const svc = o.service ?? (await b.startService(clients + 1));
   try {
-    if (!service) await prime(b, svc, clients, beginCompleteCycle(b.scope, 'prime'));
-    const p = await b.paired(
-      label,
-      (run) => serviceCycles(b, svc, clients, run),
-      async (run) => {
-        await b.releaseServiceConnections();
-        return referenceCycles(b, clients, run, notes);
-      },
-    );
-    return { ...p, memory: { peakKiB: await svc.peakKiB(), idleKiB: svc.idleKiB } };
+    if (!o.service) await prime(b, svc, clients, beginCompleteCycle(b.scope, 'prime'));
+    const fns: SideRuns = {
+      service: (run) => httpRun(b, svc.url, svc.pid, clients, beginCompleteCycle(b.scope, `svc-${run}`)),
+      floor: (run) =>
+        pgbenchCycles(
+          b,
+          clients,
+          `flo-${run}`,
+          floorCycleScript(b.scope, `flo-${run}`, run),
+          notes,
+          'prepared',
+        ),
+    };
+    const floor = o.httpFloor;
+    if (floor)
+      fns.http = (run) => httpRun(b, floor.url, floor.pid, clients, floorCycle(b.scope, `htf-${run}`));
+    if (o.sameSql !== false) {
+      fns.sameSql = (run) =>
+        pgbenchCycles(b, clients, `pgb-${run}`, cycleScript(b.scope, `pgb-${run}`, run), notes);
+    }
+    const s = await b.sides(label, fns);
+    return { ...s, memory: { peakKiB: await svc.peakKiB(), idleKiB: svc.idleKiB } };
   } finally {
-    if (!service) await b.stopService(svc);
+    if (!o.service) await b.stopService(svc);
   }
 }
 
 export interface S1Output {
   s1: ScenarioResult;
   s7: ScenarioResult;
-  /** Kept for S4's "empty ledger" baseline. */
-  pairs: Map<number, CyclePairs>;
 }
 
 export async function runS1(b: Bench): Promise<S1Output> {
   const rows: Row[] = [];
   const s7rows: Row[] = [];
   const notes: string[] = [];
-  const pairs = new Map<number, CyclePairs>();
+  const detail: Record<number, Sides> = {};
   const memory = new Map<number, ServiceMemory>();
-  for (const clients of b.cfg.clients) {
-    const p = await measureCycles(b, clients, `S1 ${clients} clients`, notes);
-    pairs.set(clients, p);
-    const scenario = `begin (new key) + complete, ${clients} clients`;
-    rows.push(...pairedRows('S1', scenario, 'cycles/s', p), ...cpuRows('S1', scenario, 'cycle', p));
-    notes.push(...errorNotes(`S1 ${clients} clients, service`, p.service));
-    const mib = (k: number) => k / 1024;
-    memory.set(clients, p.memory);
-    s7rows.push(
-      {
-        id: 'S7',
-        scenario: `service RSS under S1, ${clients} clients`,
-        figure: `peak RSS (VmHWM over all ${b.cfg.runs} runs)`,
-        unit: 'MiB',
-        service: spread([mib(p.memory.peakKiB)]),
-      },
-      {
-        id: 'S7',
-        scenario: `service RSS under S1, ${clients} clients`,
-        figure: 'RSS when ready, before any load',
-        unit: 'MiB',
-        service: spread([mib(p.memory.idleKiB)]),
-      },
-    );
+  let floor: HttpFloor | undefined;
+  try {
+    for (const clients of b.cfg.clients) {
+      const svc = await b.startService(clients + 1);
+      let p: Sides & { memory: ServiceMemory };
+      try {
+        await prime(b, svc, clients, beginCompleteCycle(b.scope, 'prime'));
+        if (!floor) {
+          const answers = await sampleAnswers(svc.url, b.scope);
+          notes.push(
+            `HTTP floor answers: begin ${answers.begin.length} B, complete ${answers.complete.length} B (the service's own sizes)`,
+          );
+          floor = await b.startHttpFloor(answers);
+        }
+        p = await measureCycles(b, clients, `S1 ${clients} clients`, notes, {
+          service: svc,
+          httpFloor: floor,
+        });
+      } finally {
+        await b.stopService(svc);
+      }
+      detail[clients] = p;
+      b.s1Rate.set(clients, spread(p.service.map((m) => m.perSecond)).median);
+      const scenario = `begin (new key) + complete, ${clients} clients`;
+      rows.push(...figureRows('S1', scenario, 'cycles/s', p), ...sideCpuRows('S1', scenario, 'cycle', p));
+      notes.push(...errorNotes(`S1 ${clients} clients, service`, p.service));
+      notes.push(...errorNotes(`S1 ${clients} clients, HTTP floor`, p.http ?? []));
+      memory.set(clients, p.memory);
+      const mib = (k: number) => spread([k / 1024]);
+      const s7 = `service RSS under S1, ${clients} clients`;
+      s7rows.push(
+        {
+          id: 'S7',
+          scenario: s7,
+          figure: `peak RSS (VmHWM over all ${b.cfg.runs} runs)`,
+          unit: 'MiB',
+          service: mib(p.memory.peakKiB),
+        },
+        {
+          id: 'S7',
+          scenario: s7,
+          figure: 'RSS when ready, before any load',
+          unit: 'MiB',
+          service: mib(p.memory.idleKiB),
+        },
+      );
+    }
+  } finally {
+    if (floor) await b.stopHttpFloor(floor);
   }
-  const detail = Object.fromEntries([...pairs].map(([c, p]) => [c, p]));
   return {
     s1: { id: 'S1', rows, detail, notes },
-    s7: {
-      id: 'S7',
-      rows: s7rows,
-      detail: Object.fromEntries(memory),
-      notes: [],
-    },
-    pairs,
+    s7: { id: 'S7', rows: s7rows, detail: Object.fromEntries(memory), notes: [] },
   };
 }

@@ -2,18 +2,25 @@
  * S4: S1 with a large ledger against S1 on the (nearly empty) ledger the
  * earlier scenarios left, measured right before, by the same service
  * process. Then `largeRows` operations and twice as many events are put in
- * the ledger, and S1 runs again, with its pgbench reference, so a slowdown
- * can be told apart: Postgres' own (both slow down) or the service's (only
- * it does).
+ * the ledger, and S1 runs again, with its floor and same-SQL references, so
+ * a slowdown can be told apart: Postgres' own (the floor slows down too) or
+ * the service's (only it does).
  */
 
-import { canonicalJson, fingerprintOf } from '../../src/ledger/json-value.js';
-import { type Bench, cpuRows, errorNotes, pairedRows, type Row, type ScenarioResult } from '../lib/bench.js';
+import {
+  type Bench,
+  errorNotes,
+  figureRows,
+  type Row,
+  type ScenarioResult,
+  type Sides,
+  sideCpuRows,
+} from '../lib/bench.js';
 import { beginCompleteCycle } from '../lib/http-load.js';
 import type { Service } from '../lib/service.js';
-import { REQUEST, RESULT } from '../lib/statements.js';
+import { FINGERPRINT, REQUEST_TEXT, RESULT_TEXT } from '../lib/statements.js';
 import { type Spread, spread } from '../lib/stats.js';
-import { type CyclePairs, measureCycles, prime } from './s1-cycle.js';
+import { measureCycles, prime } from './s1-cycle.js';
 
 export async function runS4(b: Bench): Promise<ScenarioResult> {
   const clients = b.cfg.scenarioClients;
@@ -29,19 +36,13 @@ export async function runS4(b: Bench): Promise<ScenarioResult> {
 
 async function measure(b: Bench, svc: Service, clients: number, notes: string[]): Promise<ScenarioResult> {
   await prime(b, svc, clients, beginCompleteCycle(b.scope, 'prime4'));
-  const base = await measureCycles(b, clients, `S4 empty ${clients} clients`, notes, svc);
+  const base = await measureCycles(b, clients, `S4 empty ${clients} clients`, notes, { service: svc });
 
   const before = await b.db.query<{ n: number }>('SELECT count(*)::int AS n FROM idem_operations');
-  const request = canonicalJson(REQUEST, 'request', Number.MAX_SAFE_INTEGER);
   const t = Date.now();
   b.log(`S4: inserting ${b.cfg.largeRows.toLocaleString('en')} operations (+2 events each)`);
-  await b.db.insertLargeLedger(
-    b.scope,
-    b.cfg.largeRows,
-    fingerprintOf(request),
-    request,
-    canonicalJson(RESULT, 'result', Number.MAX_SAFE_INTEGER),
-    (m) => b.log(m),
+  await b.db.insertLargeLedger(b.scope, b.cfg.largeRows, FINGERPRINT, REQUEST_TEXT, RESULT_TEXT, (m) =>
+    b.log(m),
   );
   const loadSeconds = (Date.now() - t) / 1000;
   const size = await b.db.query<{ ops: number; events: number; bytes: string }>(
@@ -51,7 +52,7 @@ async function measure(b: Bench, svc: Service, clients: number, notes: string[])
   b.log(`S4: ledger now ${JSON.stringify(size[0])} (loaded in ${loadSeconds.toFixed(0)} s)`);
   await b.db.checkpoint();
 
-  const large = await measureCycles(b, clients, `S4 large ${clients} clients`, notes, svc);
+  const large = await measureCycles(b, clients, `S4 large ${clients} clients`, notes, { service: svc });
   notes.push(...errorNotes('S4 large, service', large.service));
 
   const scenario = `S1 at ${clients} clients, ${b.cfg.largeRows.toLocaleString('en')} rows vs empty`;
@@ -61,38 +62,34 @@ async function measure(b: Bench, svc: Service, clients: number, notes: string[])
     const [sl, se] = [spread(l), spread(e)];
     return { median: sl.median / se.median, min: sl.min / se.max, max: sl.max / se.min, runs: [] };
   };
-  const relative = (f: (p: CyclePairs, side: 'service' | 'reference') => number[]): Spread => {
+  type Side = 'service' | 'floor' | 'sameSql';
+  const relative = (f: (p: Sides, side: Side) => number[]): Spread => {
     const svc = ratio(f(large, 'service'), f(base, 'service'));
-    const ref = ratio(f(large, 'reference'), f(base, 'reference'));
+    const ref = ratio(f(large, 'floor'), f(base, 'floor'));
     return { median: svc.median / ref.median, min: svc.min / ref.max, max: svc.max / ref.min, runs: [] };
   };
-  const rate = (p: CyclePairs, side: 'service' | 'reference') => p[side].map((m) => m.perSecond);
-  const p99 = (p: CyclePairs, side: 'service' | 'reference') => p[side].map((m) => m.latency.p99);
-  const [largeRate, , largeP99] = pairedRows('S4', `${scenario}: large ledger`, 'cycles/s', large);
+  const rate = (p: Sides, side: Side) => (p[side] ?? []).map((m) => m.perSecond);
+  const p99 = (p: Sides, side: Side) => (p[side] ?? []).map((m) => m.latency.p99);
+  const flat = (f: typeof rate, figure: string): Row => ({
+    id: 'S4',
+    scenario,
+    figure: `${figure}, large / empty (reference: the floor's)`,
+    unit: 'x',
+    service: ratio(f(large, 'service'), f(base, 'service')),
+    reference: ratio(f(large, 'floor'), f(base, 'floor')),
+    sameSql: ratio(f(large, 'sameSql'), f(base, 'sameSql')),
+  });
+  const [largeRate, , largeP99] = figureRows('S4', `${scenario}: large ledger`, 'cycles/s', large);
   const rows: Row[] = [
     largeRate!,
     largeP99!,
-    ...cpuRows('S4', `${scenario}: large ledger`, 'cycle', large).slice(1, 2),
+    ...sideCpuRows('S4', `${scenario}: large ledger`, 'cycle', large).slice(1, 2),
+    flat(rate, 'cycles/s'),
+    flat(p99, 'p99'),
     {
       id: 'S4',
       scenario,
-      figure: 'cycles/s, large / empty (service; pgbench as reference)',
-      unit: 'x',
-      service: ratio(rate(large, 'service'), rate(base, 'service')),
-      reference: ratio(rate(large, 'reference'), rate(base, 'reference')),
-    },
-    {
-      id: 'S4',
-      scenario,
-      figure: 'p99, large / empty (service; pgbench as reference)',
-      unit: 'x',
-      service: ratio(p99(large, 'service'), p99(base, 'service')),
-      reference: ratio(p99(large, 'reference'), p99(base, 'reference')),
-    },
-    {
-      id: 'S4',
-      scenario,
-      figure: 'cycles/s, large / empty, service relative to pgbench (drift cancelled)',
+      figure: 'cycles/s, large / empty, service relative to the floor (drift cancelled)',
       unit: 'x',
       service: relative(rate),
     },

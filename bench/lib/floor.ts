@@ -1,0 +1,77 @@
+/**
+ * The floor: the least durable SQL that does a scenario's work, written by
+ * hand on purpose (that is its point), against the service's own tables
+ * with the same payloads, and run with `pgbench -M prepared`:
+ *
+ *   begin    = one operation row and one event row inserted, committed
+ *   complete = one guarded row update (scope, key, lease, status) and one
+ *              event row, committed
+ *   replay   = one primary-key read of the row
+ *
+ * No conflict handling, no lapse rules, no projection: whatever the service
+ * spends beyond this is its own weight. The values are the service's
+ * (fingerprint, canonical request and result, defaults), bound as
+ * parameters; the event details are what the service writes for them.
+ */
+import { OPEN_PRINCIPAL } from '../../src/auth/keys.js';
+import { LEASE_MS, RETENTION_MS } from '../../src/contract/index.js';
+import type { PgbenchScript, ScriptBuilder } from './pgbench.js';
+import { counters, SCATTERED_KEY, seqUuid } from './scripts.js';
+import { COMPLETE_BODY, EFFECT, FINGERPRINT, REQUEST_TEXT, RESULT_TEXT } from './statements.js';
+
+/** The constants of the floor's statements, as `-D` variables (bound as parameters). */
+function constants(b: ScriptBuilder, scope: string): ScriptBuilder {
+  return b
+    .define('scope', scope)
+    .define('fp', FINGERPRINT)
+    .define('effect', EFFECT)
+    .define('leasems', String(LEASE_MS.default))
+    .define('request', REQUEST_TEXT)
+    .define('metadata', '{}')
+    .define('retention', String(RETENTION_MS.default))
+    .define('actor', OPEN_PRINCIPAL.name)
+    .define('status', COMPLETE_BODY.status)
+    .define('result', RESULT_TEXT)
+    .define('created', JSON.stringify({ status: 'in_progress', owner: null, dispatched: true }))
+    .define('completed', JSON.stringify({ from: 'in_progress', to: COMPLETE_BODY.status }));
+}
+
+const lease = `(${seqUuid('b', ':seq')})::uuid`;
+
+/** One new operation and its `created` event. */
+export const FLOOR_BEGIN = `
+WITH o AS (
+  INSERT INTO idem_operations (scope, key, id, fingerprint, effect, status, attempt, version,
+    lease_id, lease_expires_at, dispatched_at, lease_recovered, request, metadata, retention_ms,
+    created_at, updated_at)
+  VALUES (:scope, ${SCATTERED_KEY}, gen_random_uuid(), :fp, :effect, 'in_progress', 1, 1,
+    ${lease}, now() + :leasems::int * interval '1 millisecond', now(), false,
+    :request::jsonb, :metadata::jsonb, :retention::bigint, now(), now())
+  RETURNING scope, id, key, created_at
+)
+INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
+SELECT scope, gen_random_uuid(), id, key, 1, 'created', created_at, :actor, 1, :created::jsonb FROM o`;
+
+/** The guarded update of a complete and its `completed` event. */
+export const FLOOR_COMPLETE = `
+WITH u AS (
+  UPDATE idem_operations SET status = :status, result = :result::jsonb, completed_at = now(),
+    retained_until = now() + retention_ms * interval '1 millisecond', version = version + 1, updated_at = now()
+  WHERE scope = :scope AND key = (${SCATTERED_KEY}) AND lease_id = ${lease} AND status = 'in_progress'
+  RETURNING scope, id, key, version, attempt
+)
+INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
+SELECT scope, gen_random_uuid(), id, key, version, 'completed', now(), :actor, attempt, :completed::jsonb FROM u`;
+
+/** S1's floor: a begin and a complete, two commits, like the service's cycle. */
+export function floorCycleScript(scope: string, tag: string, run: number): PgbenchScript {
+  return constants(counters(tag, run), scope).sql(FLOOR_BEGIN).sql(FLOOR_COMPLETE).build();
+}
+
+/** S2's floor: the point read of one of `keys` completed keys `<prefix><i>`. */
+export function floorReadScript(scope: string, prefix: string, keys: number, run: number): PgbenchScript {
+  return constants(counters(prefix, run), scope)
+    .meta(`\\set i random(0, ${keys - 1})`)
+    .sql('SELECT * FROM idem_operations WHERE scope = :scope AND key = (:kp::text || :i::text)')
+    .build();
+}

@@ -1,0 +1,130 @@
+/**
+ * S8: begin + complete in an open loop, at a fixed arrival rate of half of
+ * S1's measured maximum at `scenarioClients` clients (or `BENCH_OPEN_RATE`).
+ * Latency is measured from each arrival's scheduled time (`open-loop.ts`),
+ * so it is free of coordinated omission: this is where latency targets are
+ * judged. The floor runs the floor's cycle at the same rate (`pgbench -R`,
+ * which also measures from the schedule), with the same connections.
+ */
+import { type Bench, errorNotes, type Row, type ScenarioResult } from '../lib/bench.js';
+import { floorCycleScript } from '../lib/floor.js';
+import { beginCompleteCycle, closedLoop, type MeasuredLoad } from '../lib/http-load.js';
+import { LATE_MS, type OpenLoopResult, openLoop } from '../lib/open-loop.js';
+import { runPgbench } from '../lib/pgbench.js';
+import { spread } from '../lib/stats.js';
+import { prime } from './s1-cycle.js';
+
+export async function runS8(b: Bench): Promise<ScenarioResult> {
+  const clients = b.cfg.scenarioClients;
+  const notes: string[] = [];
+  const svc = await b.startService(clients + 1);
+  try {
+    await prime(b, svc, clients, beginCompleteCycle(b.scope, 'prime8'));
+    let max = b.s1Rate.get(clients);
+    if (b.cfg.openRate === 0 && max === undefined) {
+      // S1 did not run at this client count: measure its maximum here, once.
+      const m = await closedLoop({
+        url: svc.url,
+        clients,
+        warmupMs: b.cfg.warmupSeconds * 1000,
+        measureMs: b.cfg.seconds * 1000,
+        cycle: beginCompleteCycle(b.scope, 's8max'),
+      });
+      max = m.perSecond;
+      notes.push(`S8: S1's maximum at ${clients} clients measured here, one run: ${max.toFixed(0)} cycles/s`);
+    }
+    const rate = Math.max(1, Math.round(b.cfg.openRate || max! / 2));
+    const how = b.cfg.openRate
+      ? 'BENCH_OPEN_RATE'
+      : `half of S1's ${max!.toFixed(0)} cycles/s at ${clients} clients`;
+    b.log(`S8: ${rate} cycles/s (${how})`);
+    const p = await b.sides(`S8 ${rate}/s`, {
+      service: (run) =>
+        openLoop({
+          url: svc.url,
+          rate,
+          warmupMs: b.cfg.warmupSeconds * 1000,
+          measureMs: b.cfg.seconds * 1000,
+          maxConnections: b.cfg.openConnections,
+          cycle: beginCompleteCycle(b.scope, `s8-${run}`),
+          cpu: b.serviceCpu(svc.pid),
+        }),
+      floor: async (run) => {
+        await b.releaseServiceConnections();
+        return runPgbench({
+          url: b.db.url,
+          script: floorCycleScript(b.scope, `s8f-${run}`, run),
+          clients,
+          mode: 'prepared',
+          rate,
+          workDir: b.workDir,
+          warmupSeconds: b.cfg.warmupSeconds,
+          seconds: b.cfg.seconds,
+        });
+      },
+    });
+    return {
+      id: 'S8',
+      rows: rows(b, rate, how, clients, p.service as OpenLoopResult[], p.floor!),
+      detail: { rate, how, ...p },
+      notes: [...notes, ...errorNotes('S8 service', p.service)],
+    };
+  } finally {
+    await b.stopService(svc);
+  }
+}
+
+function rows(
+  b: Bench,
+  rate: number,
+  how: string,
+  clients: number,
+  svc: OpenLoopResult[],
+  floor: MeasuredLoad[],
+): Row[] {
+  const scenario = `open loop, ${rate} cycles/s (${how}); floor: pgbench -R at ${clients} connections`;
+  const latency = (figure: string, f: (m: MeasuredLoad) => number): Row => ({
+    id: 'S8',
+    scenario,
+    figure: `begin+complete ${figure}, from the scheduled time`,
+    unit: 'ms',
+    service: spread(svc.map(f)),
+    reference: spread(floor.map(f)),
+    ratio: spread(svc.map((m, i) => f(m) / f(floor[i]!))),
+  });
+  return [
+    {
+      id: 'S8',
+      scenario,
+      figure: 'cycles/s achieved',
+      unit: '/s',
+      service: spread(svc.map((m) => m.perSecond)),
+      reference: spread(floor.map((m) => m.perSecond)),
+      ratio: spread(svc.map((m, i) => m.perSecond / floor[i]!.perSecond)),
+    },
+    latency('p50', (m) => m.latency.p50),
+    latency('p99', (m) => m.latency.p99),
+    latency('p99.9', (m) => m.latency.p999),
+    {
+      id: 'S8',
+      scenario,
+      figure: `late starts (> ${LATE_MS} ms after schedule), of ${Math.round(rate * b.cfg.seconds)} per run`,
+      unit: '',
+      service: spread(svc.map((m) => m.lateStarts)),
+    },
+    {
+      id: 'S8',
+      scenario,
+      figure: 'start lag p99 (scheduled -> sent)',
+      unit: 'ms',
+      service: spread(svc.map((m) => m.startLag.p99)),
+    },
+    {
+      id: 'S8',
+      scenario,
+      figure: 'HTTP connections opened by the driver',
+      unit: '',
+      service: spread(svc.map((m) => m.connections)),
+    },
+  ];
+}
