@@ -15,7 +15,7 @@ import { type Config, ConfigError, loadConfig } from './config.js';
 import { openDatabase } from './db/database.js';
 import { awaitDatabase, describeFailure } from './db/startup.js';
 import { buildApp, LOG_REDACT } from './http/app.js';
-import { scopeGaugeSource } from './ledger/sql/stats.js';
+import { scopeGaugeSource } from './ledger/read.js';
 import { Sweeper } from './ledger/sweeper.js';
 import { createMetrics } from './metrics/metrics.js';
 

@@ -33,8 +33,7 @@ import type { Claim, ClaimInput, ClaimOutcome, DownstreamLedger, TxClient } from
 import { IdemError } from '../errors.js';
 import { type BeginResult, begin } from '../ledger/begin.js';
 import { complete, heartbeat, release, unknown } from '../ledger/holder.js';
-import { toOperation } from '../ledger/operation.js';
-import { readByKey } from '../ledger/sql/read.js';
+import { getByKey } from '../ledger/read.js';
 import { type OpenTransaction, openPg, openPglite } from './transaction.js';
 
 /** Options of a {@link PgLedger}: a node-postgres pool, or a PGlite instance (embedded engine). */
@@ -139,8 +138,7 @@ export class PgLedger implements DownstreamLedger {
 
   /** The operation as the ledger shows it, or undefined. */
   async get(scope: string, key: string): Promise<Operation | undefined> {
-    const row = await readByKey(this.#db, scope, key);
-    return row ? toOperation(row) : undefined;
+    return getByKey(this.#db, scope, key);
   }
 
   /** For the middleware: a lease, held in a transaction when `input.transactional`. */

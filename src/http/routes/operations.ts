@@ -20,11 +20,8 @@ import type { Database } from '../../db/database.js';
 import { IdemError, invalid } from '../../errors.js';
 import { begin } from '../../ledger/begin.js';
 import * as holder from '../../ledger/holder.js';
-import { listEvents } from '../../ledger/sql/events.js';
-import { readById, readByKey } from '../../ledger/sql/read.js';
-import { toOperation } from '../../ledger/sql/view.js';
+import { eventsOf, getById, getByKey } from '../../ledger/read.js';
 import { access, authorize } from '../auth.js';
-import { toIdemError } from '../problem.js';
 import { KeyParams, problems, ScopeParams } from './common.js';
 
 const IdParams = Type.Object({ id: Uuid });
@@ -70,18 +67,13 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
     },
     async (request, reply) => {
       const b = request.body;
-      try {
-        const body = b.leaseId === undefined ? b : { ...b, leaseId: lower(b.leaseId) };
-        const r = await begin(db, request.params.scope, body, request.principal.name);
-        deps.onBegin?.(r.body.outcome);
-        if (r.replayed) reply.header('idempotent-replayed', 'true');
-        if (r.retryAfter !== undefined) reply.header('retry-after', String(r.retryAfter));
-        return reply.code(r.status).send(r.body);
-      } catch (err) {
-        // As the reply will say it: a database outage counts as UNAVAILABLE, a bug as INTERNAL.
-        deps.onBegin?.(toIdemError(err)?.code ?? 'INTERNAL');
-        throw err;
-      }
+      const body = b.leaseId === undefined ? b : { ...b, leaseId: lower(b.leaseId) };
+      const r = await begin(db, request.params.scope, body, request.principal.name);
+      // Refusals and failures are counted by the app's onError hook, under their code.
+      deps.onBegin?.(r.body.outcome);
+      if (r.replayed) reply.header('idempotent-replayed', 'true');
+      if (r.retryAfter !== undefined) reply.header('retry-after', String(r.retryAfter));
+      return reply.code(r.status).send(r.body);
     },
   );
 
@@ -98,9 +90,9 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
       },
     },
     async (request) => {
-      const row = await readByKey(db, request.params.scope, request.params.key);
-      if (!row) throw new IdemError('NOT_FOUND', 'no such operation');
-      return { operation: toOperation(row) };
+      const operation = await getByKey(db, request.params.scope, request.params.key);
+      if (!operation) throw new IdemError('NOT_FOUND', 'no such operation');
+      return { operation };
     },
   );
 
@@ -116,10 +108,11 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
       },
     },
     async (request) => {
-      const row = await readById(db, request.params.id);
+      const operation = await getById(db, request.params.id);
       // Another tenant's operation is invisible: the same 404 as a missing one.
-      if (!row || !canSee(request, row.scope)) throw new IdemError('NOT_FOUND', 'no such operation');
-      return { operation: toOperation(row) };
+      if (!operation || !canSee(request, operation.scope))
+        throw new IdemError('NOT_FOUND', 'no such operation');
+      return { operation };
     },
   );
 
@@ -136,9 +129,9 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
       },
     },
     async (request) => {
-      const row = await readByKey(db, request.params.scope, request.params.key);
-      if (!row) throw new IdemError('NOT_FOUND', 'no such operation');
-      return { events: await listEvents(db, row.scope, row.id) };
+      const events = await eventsOf(db, request.params.scope, request.params.key);
+      if (!events) throw new IdemError('NOT_FOUND', 'no such operation');
+      return { events };
     },
   );
 

@@ -17,9 +17,7 @@ import {
 } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
 import * as operator from '../../ledger/operator.js';
-import { listOperations } from '../../ledger/sql/list.js';
-import { openCounts } from '../../ledger/sql/stats.js';
-import { toOperation } from '../../ledger/sql/view.js';
+import { listPage, openCounts } from '../../ledger/read.js';
 import { access } from '../auth.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { KeyParams, problems } from './common.js';
@@ -81,20 +79,18 @@ export function operatorRoutes(app: FastifyInstance, db: Database): void {
     async (request) => {
       const q = request.query;
       const limit = q.limit ?? 100;
-      const rows = await listOperations(db, {
+      const page = await listPage(db, {
         patterns: request.principal.scopes,
         scope: q.scope,
         status: q.status,
         effect: q.effect,
         createdBeforeMs: q.createdBefore === undefined ? undefined : Date.parse(q.createdBefore),
         after: q.cursor === undefined ? undefined : decodeCursor(q.cursor),
-        limit: limit + 1,
+        limit,
       });
-      const page = rows.slice(0, limit);
-      const last = page[page.length - 1];
       return {
-        items: page.map(toOperation),
-        nextCursor: rows.length > limit && last ? encodeCursor(last.cursorUs, last.id) : null,
+        items: page.items,
+        nextCursor: page.next ? encodeCursor(page.next.createdUs, page.next.id) : null,
       };
     },
   );
