@@ -19,7 +19,7 @@ const USAGE = `usage: idem <command>
   ops list [--scope S] [--status X] [--effect E] [--limit N] [--cursor C]
   ops show SCOPE KEY | --id ID
   ops events SCOPE KEY
-  ops approve SCOPE KEY [--fingerprint F] [--note TEXT]
+  ops approve SCOPE KEY --fingerprint F | --force [--note TEXT]
   ops reject SCOPE KEY [--note TEXT]
   ops resolve SCOPE KEY --status succeeded|failed|ready --note TEXT [--result JSON] [--expected-attempt N]
   ops stats
@@ -43,6 +43,7 @@ async function main(argv: string[]): Promise<number> {
       cursor: { type: 'string' },
       id: { type: 'string' },
       fingerprint: { type: 'string' },
+      force: { type: 'boolean' },
       note: { type: 'string' },
       result: { type: 'string' },
       'expected-attempt': { type: 'string' },

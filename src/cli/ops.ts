@@ -3,16 +3,15 @@
  * `LedgerClient` that agent runtimes use. The key comes from IDEM_API_KEY,
  * the service from IDEM_URL.
  */
-import { LedgerClient } from '../client/index.js';
+import { LedgerClient, LedgerError } from '../client/index.js';
 import type { Operation } from '../contract/index.js';
+import { approveCommand, LIST_COLUMNS, listRow, shellWord } from './format.js';
 import { record, table } from './table.js';
 
 export interface OpsArgs {
   positionals: string[];
   values: Record<string, string | boolean | undefined>;
 }
-
-const LIST_COLUMNS = ['scope', 'key', 'status', 'effect', 'attempt', 'createdAt', 'updatedAt'];
 
 function summary(op: Operation): Record<string, unknown> {
   return {
@@ -22,7 +21,8 @@ function summary(op: Operation): Record<string, unknown> {
     status: op.status,
     effect: op.effect,
     attempt: op.attempt,
-    fingerprint: op.fingerprint,
+    // Quoted for the shell where it must be: it pastes into --fingerprint as printed.
+    fingerprint: shellWord(op.fingerprint),
     lease: op.lease,
     approval: op.approval,
     resolution: op.resolution,
@@ -44,14 +44,28 @@ function need(args: OpsArgs, n: number, usage: string): string[] {
 
 export class UsageError extends Error {}
 
+/** Runs `fn`; a ledger that cannot be reached is one line naming the URL that was tried. */
+async function reaching<T>(baseUrl: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof LedgerError && err.code === 'TRANSPORT' && err.status === 0) {
+      throw new Error(`cannot reach the ledger at ${baseUrl}: ${err.message} (set IDEM_URL)`);
+    }
+    throw err;
+  }
+}
+
 const str = (v: string | boolean | undefined) => (typeof v === 'string' ? v : undefined);
 
 /** Runs one `ops` subcommand; returns what to print. */
 export async function runOps(args: OpsArgs, env = process.env): Promise<string> {
-  const client = new LedgerClient({
-    baseUrl: env.IDEM_URL || 'http://127.0.0.1:8080',
-    apiKey: env.IDEM_API_KEY,
-  });
+  const baseUrl = env.IDEM_URL || 'http://127.0.0.1:8080';
+  const client = new LedgerClient({ baseUrl, apiKey: env.IDEM_API_KEY });
+  return reaching(baseUrl, () => dispatch(client, args));
+}
+
+async function dispatch(client: LedgerClient, args: OpsArgs): Promise<string> {
   const json = args.values.json === true;
   const out = (data: unknown, human: () => string) => (json ? JSON.stringify(data, null, 2) : human());
   const [sub] = args.positionals;
@@ -68,7 +82,11 @@ export async function runOps(args: OpsArgs, env = process.env): Promise<string> 
       };
       const page = await client.list(query);
       return out(page, () => {
-        const t = table(page.items as unknown as Record<string, unknown>[], LIST_COLUMNS);
+        const now = Date.now();
+        const t = table(
+          page.items.map((op) => listRow(op, now)),
+          LIST_COLUMNS,
+        );
         return page.nextCursor ? `${t}\n(more: --cursor ${page.nextCursor})` : t;
       });
     }
@@ -76,7 +94,11 @@ export async function runOps(args: OpsArgs, env = process.env): Promise<string> 
       const op = str(v.id)
         ? await client.getById(str(v.id)!)
         : await client.get(...(need(args, 2, 'show SCOPE KEY | --id ID') as [string, string]));
-      return out(op, () => record(summary(op)));
+      return out(op, () =>
+        op.status === 'pending_approval'
+          ? `${record(summary(op))}\n\nto approve what is shown:\n  ${approveCommand(op)}`
+          : record(summary(op)),
+      );
     }
     case 'events': {
       const [scope, key] = need(args, 2, 'events SCOPE KEY');
@@ -86,7 +108,13 @@ export async function runOps(args: OpsArgs, env = process.env): Promise<string> 
       );
     }
     case 'approve': {
-      const [scope, key] = need(args, 2, 'approve SCOPE KEY [--fingerprint F] [--note TEXT]');
+      const [scope, key] = need(args, 2, 'approve SCOPE KEY --fingerprint F | --force [--note TEXT]');
+      if (!str(v.fingerprint) && v.force !== true) {
+        throw new UsageError(
+          'approve needs --fingerprint (the one `idem ops show` prints, so that what you approve is what you saw), ' +
+            'or --force to approve whatever request is pending',
+        );
+      }
       const r = await client.approve(scope!, key!, {
         ...(str(v.fingerprint) ? { fingerprint: str(v.fingerprint) } : {}),
         ...(str(v.note) ? { note: str(v.note) } : {}),
