@@ -29,7 +29,6 @@ import {
 import {
   approvalExpires,
   type Call,
-  candidates,
   type Expect,
   fingerprintOf,
   KEYS,
@@ -146,7 +145,7 @@ export class HttpCmd implements Cmd {
     stats.commands++;
     const c = callOf(this.spec, m);
     const before = m.ops[c.k];
-    const e = predict(before, c, m.tol);
+    const e = predict(before, c);
     const reply = await send(r.api, c);
     const req = requestOf(c);
     const context = {
@@ -155,31 +154,19 @@ export class HttpCmd implements Cmd {
       model: before ?? 'no operation',
       reply: reply.raw,
     };
-    // The prediction, or a tolerated deviation of it, must explain the reply and then the reads.
-    const fits = candidates(e).filter((x) => compareReply(reply, x, m).length === 0);
-    if (!fits.length) {
-      fail(`${this} answered otherwise than the model`, compareReply(reply, e, m), {
-        ...context,
-        expected: e,
-      });
+    // The prediction must explain the reply and then the reads.
+    const replyDiffs = compareReply(reply, e, m);
+    if (replyDiffs.length) {
+      fail(`${this} answered otherwise than the model`, replyDiffs, { ...context, expected: e });
     }
     const read = await readKey(r, c.k);
-    let why: string[] = [];
-    for (const x of fits) {
-      const mm = cloneModel(m);
-      learn(mm, c.k, x, reply);
-      const d = checkKey(r, mm, c.k, read, { events: x.events, ordered: true, changes: x.changes });
-      if (d.length) {
-        if (!why.length) why = d;
-        continue;
-      }
-      Object.assign(m, mm);
-      commitKey(r, c.k, read);
-      tally(label(c, before, x));
-      why = [];
-      break;
-    }
+    const mm = cloneModel(m);
+    learn(mm, c.k, e, reply);
+    const why = checkKey(r, mm, c.k, read, { events: e.events, ordered: true, changes: e.changes });
     if (why.length) fail(`key k${c.k} after ${this}`, why, { ...context, model: before ?? 'no operation' });
+    Object.assign(m, mm);
+    commitKey(r, c.k, read);
+    tally(label(c, before, e));
     // A reply's operation is what the next read shows.
     if (
       reply.body.operation &&

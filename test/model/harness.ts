@@ -18,9 +18,7 @@ import {
   PURGEABLE,
   RESULTS,
   SCOPE,
-  STRICT,
   TERMINAL,
-  type Tolerate,
   VARIANTS,
 } from './ledger-model.js';
 
@@ -32,7 +30,6 @@ export interface Model {
   leases: string[][];
   /** Every operation id per key, purged ones too. */
   ids: string[][];
-  tol: Tolerate;
 }
 
 interface Seen {
@@ -55,14 +52,13 @@ export const SWEEP = { batchSize: 500, purgeBatchSize: 500, intervalMs: 1000, en
 /** Long leases: only the test's time travel ever expires one, however slow the machine. */
 const LEASE_MS = 600_000;
 
-export async function freshWorld(api: Api, db: Database, tol: Tolerate = STRICT) {
+export async function freshWorld(api: Api, db: Database) {
   await db.rows(sql`DELETE FROM idem_events`);
   await db.rows(sql`DELETE FROM idem_operations`);
   const model: Model = {
     ops: KEYS.map(() => undefined),
     leases: KEYS.map(() => []),
     ids: KEYS.map(() => []),
-    tol,
   };
   const real: Real = { api, db, seen: KEYS.map(() => undefined), frozen: new Map() };
   return { model, real };
@@ -231,17 +227,6 @@ export async function readKey(r: Real, k: number): Promise<KeyRead> {
 
 const sortTypes = (ts: readonly string[]) => [...ts].sort().join(',');
 
-/** `all` without one occurrence of each of `sub`, or undefined if one is missing. */
-function multisetMinus(all: string[], sub: string[]): string[] | undefined {
-  const rest = [...all];
-  for (const e of sub) {
-    const i = rest.indexOf(e);
-    if (i < 0) return undefined;
-    rest.splice(i, 1);
-  }
-  return rest;
-}
-
 /**
  * Checks one key's reads against the model and the invariants:
  *   - the operation reads as the model says (and exactly as before when nothing changed);
@@ -302,22 +287,13 @@ export function checkKey(
     const before = prev.events.map((e) => JSON.stringify(e));
     const now = events.map((e) => JSON.stringify(e));
     const prefix = before.every((e, i) => now[i] === e);
-    if (prefix) added = events.slice(prev.events.length);
-    else if (m.tol.backdatedLapseEvent) {
-      // Tolerated: every event listed before is still listed, unchanged, though not all first.
-      const rest = multisetMinus(now, before);
-      if (!rest)
-        d.push(
-          `an event listed before is gone or changed: before ${prev.events.map((e) => e.type)}, now ${types}`,
-        );
-      added = (rest ?? []).map((e) => JSON.parse(e) as OperationEvent);
-    } else {
+    if (!prefix) {
       d.push(`events are not append-only: listed before ${prev.events.map((e) => e.type)}, now ${types}`);
-      added = events.slice(prev.events.length);
     }
+    added = events.slice(prev.events.length);
   }
   // Oldest first: in a sequential run every event is dated no earlier than the one listed before it.
-  if (want.ordered && !m.tol.backdatedLapseEvent) {
+  if (want.ordered) {
     const at = events.map((e) => Date.parse(e.at));
     const i = at.findIndex((x, j) => j > 0 && x < at[j - 1]!);
     if (i > 0) d.push(`events not oldest first: ${events.map((e) => `${e.type}@${e.at}`).join(', ')}`);
@@ -332,8 +308,7 @@ export function checkKey(
   );
   if (odd.length) d.push(`new events at attempts ${added.map((e) => e.attempt)}, operation at ${op.attempt}`);
   const got = added.map((e) => e.type);
-  const ordered = want.ordered && !m.tol.backdatedLapseEvent;
-  if (ordered ? got.join() !== want.events.join() : sortTypes(got) !== sortTypes(want.events)) {
+  if (want.ordered ? got.join() !== want.events.join() : sortTypes(got) !== sortTypes(want.events)) {
     d.push(`new events ${got}, model ${want.events}`);
   }
   return d;

@@ -50,30 +50,6 @@ export function fingerprintOf(variant: number): string {
   return `sha256:${createHash('sha256').update(canon(v.request), 'utf8').digest('hex')}`;
 }
 
-/**
- * Service behaviours the contract forbids, found by this drill. With one
- * tolerated, the model accepts what the service does instead as well as what
- * the contract says, so a run can go on looking for other bugs
- * (`IDEM_MODEL_TOLERATE`). Strict by default.
- */
-export interface Tolerate {
-  /**
-   * A lapse event is dated at the expiry but recorded later: a write landing on the lapse files
-   * it under the old version, before events already listed (not append-only); the sweeper and
-   * begin's read-back append it after later-dated refusals (not oldest first).
-   */
-  backdatedLapseEvent: boolean;
-  /** complete with `result: null` and with no result are different results. */
-  nullResultDiffers: boolean;
-  /** begin takes over an unswept rule-A `ready` without recording the lapse (the sweeper would have). */
-  unrecordedLapseOnBegin: boolean;
-}
-export const STRICT: Tolerate = {
-  backdatedLapseEvent: false,
-  nullResultDiffers: false,
-  unrecordedLapseOnBegin: false,
-};
-
 export interface OpModel {
   /** Learned from the first reply that shows it. */
   id: string | null;
@@ -137,8 +113,6 @@ export interface Expect {
   acquiredLease?: { id: string | undefined };
   /** Other calls that succeed: the lease id the reply carries (dispatch, heartbeat), or none. */
   replyLease?: string | null;
-  /** What the service answers instead, with a tolerated deviation (`IDEM_MODEL_TOLERATE`). */
-  alt?: Expect;
 }
 
 export const TERMINAL = new Set<OperationStatus>(['succeeded', 'failed', 'rejected']);
@@ -169,13 +143,12 @@ const ok = (next: OpModel, events: EventType[], changes: boolean): Expect => ({
 export const lapseEvent = (op: OpModel): EventType[] =>
   op.unwritten ? [op.status === 'rejected' ? 'approval_expired' : 'lease_expired'] : [];
 
-export function sameResult(op: OpModel, result: number, tol: Tolerate): boolean {
-  const sent = RESULTS[result];
-  if (tol.nullResultDiffers && op.resultAbsent !== (sent === undefined)) return false;
-  return canon(op.result) === canon(sent);
+/** A repeated complete carries the same result: `null` and no result are the same (both read `null`). */
+export function sameResult(op: OpModel, result: number): boolean {
+  return canon(op.result) === canon(RESULTS[result]);
 }
 
-function begin(op: OpModel | undefined, c: Extract<Call, { kind: 'begin' }>, tol: Tolerate): Expect {
+function begin(op: OpModel | undefined, c: Extract<Call, { kind: 'begin' }>): Expect {
   const variantClass = CLASS[c.variant]!;
   if (!op) {
     const v = VARIANTS[c.variant]!;
@@ -219,7 +192,7 @@ function begin(op: OpModel | undefined, c: Extract<Call, { kind: 'begin' }>, tol
   // The fingerprint is checked before anything else.
   if (op.variantClass !== variantClass) return refuse(op, 'KEY_REUSED');
   // Every transition is recorded (README), the lapse to rule-A `ready` too, sweeper or not.
-  const lapse = tol.unrecordedLapseOnBegin ? [] : lapseEvent(op);
+  const lapse = lapseEvent(op);
   const acquire = (recovered: boolean): Expect => ({
     status: 200,
     outcome: 'acquired',
@@ -271,7 +244,7 @@ function begin(op: OpModel | undefined, c: Extract<Call, { kind: 'begin' }>, tol
   }
 }
 
-function holder(op: OpModel | undefined, c: Extract<Call, { leaseId: string }>, tol: Tolerate): Expect {
+function holder(op: OpModel | undefined, c: Extract<Call, { leaseId: string }>): Expect {
   if (!op) return notFound();
   // A superseded holder's complete, release or unknown is refused and recorded (contract section 2).
   const current = c.leaseId === op.leaseId;
@@ -301,7 +274,7 @@ function holder(op: OpModel | undefined, c: Extract<Call, { leaseId: string }>, 
         return ok(next, [...lapseEvent(op), type], true);
       }
       if (op.status === 'succeeded' || op.status === 'failed') {
-        return op.status === c.status && sameResult(op, c.result, tol)
+        return op.status === c.status && sameResult(op, c.result)
           ? ok(op, [], false)
           : refuse(op, 'RESULT_MISMATCH', ['result_mismatch']);
       }
@@ -367,35 +340,21 @@ function operator(op: OpModel | undefined, c: Call): Expect {
   return ok(next, [...lapseEvent(op), 'resolved'], true);
 }
 
-/** The prediction, with the service's known deviations built in where `as` says so. */
-function predictAs(op: OpModel | undefined, c: Call, as: Tolerate): Expect {
+/** What the contract says `c` answers on `op`. */
+export function predict(op: OpModel | undefined, c: Call): Expect {
   switch (c.kind) {
     case 'begin':
-      return begin(op, c, as);
+      return begin(op, c);
     case 'dispatch':
     case 'heartbeat':
     case 'complete':
     case 'release':
     case 'unknown':
-      return holder(op, c, as);
+      return holder(op, c);
     default:
       return operator(op, c);
   }
 }
-
-/**
- * What the contract says `c` answers on `op`. When a tolerated deviation would
- * answer otherwise, that answer comes as `alt`: either is then accepted, so a
- * fix in the service never fails a tolerant run.
- */
-export function predict(op: OpModel | undefined, c: Call, tol: Tolerate): Expect {
-  const strict = predictAs(op, c, STRICT);
-  const deviant = predictAs(op, c, tol);
-  return JSON.stringify(deviant) === JSON.stringify(strict) ? strict : { ...strict, alt: deviant };
-}
-
-/** The prediction and the tolerated deviation, if any. */
-export const candidates = (e: Expect): Expect[] => (e.alt ? [e, e.alt] : [e]);
 
 /** Time travel: the lease's expiry passes. Rule A decides what the reads show from now on. */
 export function leaseExpires(op: OpModel | undefined): { next: OpModel | undefined; changes: boolean } {

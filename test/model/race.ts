@@ -21,7 +21,7 @@ import {
   SWEEP,
   send,
 } from './harness.js';
-import { candidates, KEYS, lapseEvent, type OpModel, predict } from './ledger-model.js';
+import { KEYS, lapseEvent, type OpModel, predict } from './ledger-model.js';
 
 /** Preconditions of the races worth having often: the states where the calls meet. */
 export const WHEN = {
@@ -86,7 +86,7 @@ export class RaceCmd implements Cmd {
       (a, b) => Number(b.join() === started.join()) - Number(a.join() === started.join()),
     );
     for (const order of all) {
-      // Each call in this order, under the prediction and any tolerated deviation of it.
+      // Each call in this order, under the prediction.
       const leaves: { mm: Model; events: string[]; changes: boolean }[] = [];
       let why: string[] = [];
       const walk = (mm: Model, pos: number, events: string[], changes: boolean): void => {
@@ -103,16 +103,15 @@ export class RaceCmd implements Cmd {
           walk(next, pos + 1, [...events, ...(op ? lapseEvent(op) : [])], changes);
           return;
         }
-        for (const e of candidates(predict(op, c, mm.tol))) {
-          const diff = compareReply(replies[i] as Reply, e, mm);
-          if (diff.length) {
-            if (!why.length) why = diff.map((x) => `${this.labels()[i]}: ${x}`);
-            continue;
-          }
-          const next = cloneModel(mm);
-          learn(next, k, e, replies[i] as Reply);
-          walk(next, pos + 1, [...events, ...e.events], changes || e.changes);
+        const e = predict(op, c);
+        const diff = compareReply(replies[i] as Reply, e, mm);
+        if (diff.length) {
+          if (!why.length) why = diff.map((x) => `${this.labels()[i]}: ${x}`);
+          return;
         }
+        const next = cloneModel(mm);
+        learn(next, k, e, replies[i] as Reply);
+        walk(next, pos + 1, [...events, ...e.events], changes || e.changes);
       };
       walk(cloneModel(m), 0, [], false);
       for (const { mm, events, changes } of leaves) {

@@ -19,9 +19,6 @@
  *   IDEM_MODEL_SECONDS=s    time budget of the sequential property, a guard for slow machines
  *                           (default 55; the race property gets 25), shrinking included
  *   IDEM_MODEL_SEED=n       replay a seed fast-check printed (with IDEM_MODEL_PATH=...)
- *   IDEM_MODEL_TOLERATE=all also accept what the service does for the open bugs this drill found
- *                           (see `Tolerate` and the "counterexamples" below), to keep exploring
- *                           past them; or a comma list of `Tolerate` names
  *   IDEM_MODEL_STATS=1      print how often each (call, state, answer) was met
  */
 import fc from 'fast-check';
@@ -32,21 +29,13 @@ import { createTestApp, type TestApp } from '../support/service.js';
 import { racingCommand, soloCommand } from './arbitraries.js';
 import { AdvanceCmd, HttpCmd, type Spec, SweepCmd, stats } from './commands.js';
 import { type Api, freshWorld, type Model, type Real } from './harness.js';
-import { SCOPE, STRICT, type Tolerate } from './ledger-model.js';
+import { SCOPE } from './ledger-model.js';
 
 const PG = onPostgres();
 const env = process.env;
 const RUNS = Number(env.IDEM_MODEL_RUNS ?? (PG ? 200 : 40));
 const RACE_RUNS = Math.max(1, Math.round(RUNS / 3));
 const BUDGET_S = Number(env.IDEM_MODEL_SECONDS ?? 55);
-
-function tolerate(spec = ''): Tolerate {
-  const names = spec.split(',').map((s) => s.trim());
-  const t = { ...STRICT };
-  for (const k of Object.keys(t) as (keyof Tolerate)[]) t[k] = names.includes('all') || names.includes(k);
-  return t;
-}
-const TOL = tolerate(env.IDEM_MODEL_TOLERATE);
 
 let t: TestApp;
 let api: Api;
@@ -76,8 +65,7 @@ async function checkAndReport<T>(name: string, prop: fc.IAsyncProperty<T>, runs:
   const s = ((performance.now() - t0) / 1000).toFixed(1);
   console.log(
     `[F8] ${name}: ${out.numRuns} runs (${out.numShrinks} shrinks), ${stats.commands - c0} commands, ${s} s, ` +
-      `${PG ? 'Postgres' : 'embedded engine'}${out.interrupted ? ', stopped by the time budget' : ''}` +
-      `${Object.values(TOL).some(Boolean) ? `, tolerating ${JSON.stringify(TOL)}` : ''}`,
+      `${PG ? 'Postgres' : 'embedded engine'}${out.interrupted ? ', stopped by the time budget' : ''}`,
   );
   if (env.IDEM_MODEL_STATS) {
     const rows = [...stats.seen].sort(([a], [b]) => a.localeCompare(b));
@@ -96,7 +84,7 @@ describe('F8: the ledger against a reference model', () => {
     const prop = fc.asyncProperty(
       fc.commands([soloCommand], { maxCommands: 50, size: 'max' }),
       async (cmds) => {
-        await track(fc.asyncModelRun(() => freshWorld(api, t.db, TOL), cmds));
+        await track(fc.asyncModelRun(() => freshWorld(api, t.db), cmds));
       },
     );
     await checkAndReport('sequential model', prop, RUNS, BUDGET_S);
@@ -108,7 +96,7 @@ describe('F8: the ledger against a reference model', () => {
       fc.commands([racingCommand], { maxCommands: 30, size: 'max' }),
       async (s, cmds) => {
         const world = async () => {
-          const w = await freshWorld(api, t.db, TOL);
+          const w = await freshWorld(api, t.db);
           w.real.scheduler = s;
           return w;
         };
@@ -121,12 +109,13 @@ describe('F8: the ledger against a reference model', () => {
 
 /**
  * The minimal counterexamples fast-check found for service bugs, pinned so each
- * is its own test (strict model; see `Tolerate`). The resolve bug was fixed in
- * 932ae4d and its two tests stay as regression tests; the others fail until fixed.
+ * is its own test. Every one is fixed (the resolve bug in 932ae4d, the lapse
+ * events, the lapse on begin and the null result in 931d4b0); they stay as
+ * regression tests.
  */
 describe('F8 counterexamples', () => {
   const replay = async (cmds: fc.AsyncCommand<Model, Real>[]) => {
-    await fc.asyncModelRun(() => freshWorld(api, t.db, STRICT), cmds);
+    await fc.asyncModelRun(() => freshWorld(api, t.db), cmds);
   };
   const begin = (over: Partial<Extract<Spec, { kind: 'begin' }>> = {}) =>
     new HttpCmd({
