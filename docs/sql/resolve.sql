@@ -56,7 +56,7 @@ WITH cur AS (
       UNION ALL
       SELECT false, cur.scope, cur.key, cur.id, cur.fingerprint, cur.effect, cur.status, cur.attempt, cur.version, cur.lease_id, cur.lease_owner, cur.lease_expires_at, cur.dispatched_at, cur.lease_recovered, cur.request, cur.result, cur.metadata, cur.approval_state, cur.approval_deadline, cur.approval_decided_by, cur.approval_decided_at, cur.approval_note, cur.resolution_by, cur.resolution_at, cur.resolution_note, cur.retention_ms, cur.created_at, cur.updated_at, cur.completed_at, cur.retained_until FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)
     )
-    SELECT r.changed, cur.eff_status AS "prevStatus", (NULL::boolean) AS probe,
+    SELECT r.changed, cur.eff_status AS "prevStatus", (NULL::boolean) AS "alreadyDone",
       r.id, r.scope, r.key, r.fingerprint, r.effect,
     r.status AS "storedStatus", e.eff AS status, r.attempt, r.version,
     r.lease_id AS "leaseId", r.lease_owner AS "leaseOwner",

@@ -23,7 +23,7 @@ const PENDING_RETRY_AFTER_S = 5;
 /** Each loop is a lost race with a concurrent writer; more than a few is a livelock. */
 const MAX_ROUNDS = 8;
 
-export interface BeginResult {
+export interface BeginReply {
   status: 200 | 201 | 202;
   body: BeginResponse;
   /** `Retry-After` seconds, for pending approvals. */
@@ -54,7 +54,7 @@ export async function begin(
   scope: string,
   body: BeginBody,
   actor: string,
-): Promise<BeginResult> {
+): Promise<BeginReply> {
   const p = prepare(body);
   const input: NewOperation = {
     scope,
@@ -116,7 +116,7 @@ export async function begin(
 }
 
 /** A new key: the lease, or the pending approval. */
-function created(row: OperationRow): BeginResult {
+function created(row: OperationRow): BeginReply {
   const operation = toOperation(row);
   if (row.status === 'pending_approval') {
     return {
@@ -129,7 +129,7 @@ function created(row: OperationRow): BeginResult {
 }
 
 /** An existing key that cannot be acquired now: the begin table's other rows. */
-async function existing(db: Database, row: OperationRow, leaseId: string): Promise<BeginResult> {
+async function existing(db: Database, row: OperationRow, leaseId: string): Promise<BeginReply> {
   const operation = toOperation(row);
   switch (row.status) {
     case 'in_progress': {

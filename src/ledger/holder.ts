@@ -34,8 +34,8 @@ function answer(row: OperationRow, withLease: boolean): OperationResponse {
 
 /** Marks the side effect as started. Repeating it on a live lease is harmless. */
 export async function dispatch(db: Database, t: HolderTarget): Promise<OperationResponse> {
-  const r = await sqlHolder.dispatch(db, t);
-  if (!r.changed && !r.probe) throw leaseLost(r.row);
+  const r = await sqlHolder.runDispatch(db, t);
+  if (!r.changed && !r.alreadyDone) throw leaseLost(r.row);
   return answer(r.row, true);
 }
 
@@ -43,7 +43,7 @@ export async function heartbeat(
   db: Database,
   t: HolderTarget & { leaseMs?: number },
 ): Promise<OperationResponse> {
-  const r = await sqlHolder.heartbeat(db, { ...t, leaseMs: t.leaseMs ?? LEASE_MS.default });
+  const r = await sqlHolder.runHeartbeat(db, { ...t, leaseMs: t.leaseMs ?? LEASE_MS.default });
   if (!r.changed) throw leaseLost(r.row);
   return answer(r.row, true);
 }
@@ -53,11 +53,11 @@ export async function complete(
   t: HolderTarget & { status: 'succeeded' | 'failed'; result: unknown },
 ): Promise<OperationResponse> {
   const result = t.result === undefined ? null : canonicalJson(t.result, 'result', LIMITS.resultBytes);
-  const r = await sqlHolder.complete(db, { ...t, result });
+  const r = await sqlHolder.runComplete(db, { ...t, result });
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
   if (r.row.status === 'succeeded' || r.row.status === 'failed') {
-    if (r.probe) return answer(r.row, false); // the same outcome again: nothing to do
+    if (r.alreadyDone) return answer(r.row, false); // the same outcome again: nothing to do
     throw new IdemError('RESULT_MISMATCH', `the operation already ${r.row.status} with another result`, {
       operation: toOperation(r.row),
     });
@@ -72,7 +72,7 @@ export async function complete(
 export type EndTarget = HolderTarget & { reason?: string };
 
 export async function release(db: Database, t: EndTarget): Promise<OperationResponse> {
-  const r = await sqlHolder.release(db, t);
+  const r = await sqlHolder.runRelease(db, t);
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
   if (r.row.status === 'ready') return answer(r.row, false);
@@ -82,8 +82,8 @@ export async function release(db: Database, t: EndTarget): Promise<OperationResp
 }
 
 /** The holder cannot tell whether the effect happened. Repeating it is harmless. */
-export async function unknown(db: Database, t: EndTarget): Promise<OperationResponse> {
-  const r = await sqlHolder.markUnknown(db, t);
+export async function markUnknown(db: Database, t: EndTarget): Promise<OperationResponse> {
+  const r = await sqlHolder.runMarkUnknown(db, t);
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
   if (r.row.status === 'outcome_unknown') return answer(r.row, false);

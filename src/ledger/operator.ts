@@ -28,7 +28,11 @@ export async function approve(
   db: Database,
   t: OperatorTarget & { fingerprint?: string; note?: string },
 ): Promise<OperationResponse> {
-  const r = await sqlOperator.approve(db, { ...t, fingerprint: t.fingerprint ?? null, note: t.note ?? null });
+  const r = await sqlOperator.runApprove(db, {
+    ...t,
+    fingerprint: t.fingerprint ?? null,
+    note: t.note ?? null,
+  });
   if (r.changed) return { operation: toOperation(r.row) };
   if (r.row.status === 'pending_approval') {
     throw new IdemError(
@@ -48,7 +52,7 @@ export async function reject(
   t: OperatorTarget & { note?: string; result?: unknown },
 ): Promise<OperationResponse> {
   const result = jsonOrNull(t.result, 'result', LIMITS.resultBytes);
-  const r = await sqlOperator.reject(db, { ...t, note: t.note ?? null, result });
+  const r = await sqlOperator.runReject(db, { ...t, note: t.note ?? null, result });
   if (r.changed) return { operation: toOperation(r.row) };
   throw invalidState(r, 'reject');
 }
@@ -63,7 +67,7 @@ export async function resolve(
   },
 ): Promise<OperationResponse> {
   const result = jsonOrNull(t.result, 'result', LIMITS.resultBytes);
-  const r = await sqlOperator.resolve(db, { ...t, result, expectedAttempt: t.expectedAttempt ?? null });
+  const r = await sqlOperator.runResolve(db, { ...t, result, expectedAttempt: t.expectedAttempt ?? null });
   if (r.changed) return { operation: toOperation(r.row) };
   if (t.expectedAttempt !== undefined && r.row.attempt !== t.expectedAttempt) {
     throw new IdemError(

@@ -31,8 +31,8 @@ import { isRerunnable } from '../db/errors.js';
 import { MIGRATIONS_FOLDER, migrateDatabase } from '../db/migrate.js';
 import type { Claim, ClaimInput, ClaimOutcome, DownstreamLedger, TxClient } from '../downstream/ledger.js';
 import { IdemError } from '../errors.js';
-import { type BeginResult, begin } from '../ledger/begin.js';
-import { complete, heartbeat, release, unknown } from '../ledger/holder.js';
+import { type BeginReply, begin } from '../ledger/begin.js';
+import { complete, heartbeat, markUnknown, release } from '../ledger/holder.js';
 import { getByKey } from '../ledger/read.js';
 import { type OpenTransaction, openPg, openPglite } from './transaction.js';
 
@@ -172,12 +172,12 @@ export class PgLedger implements DownstreamLedger {
       heartbeat: async (leaseMs) => void (await heartbeat(this.#db, { ...target, leaseMs })),
       complete: async (status, result) => void (await complete(this.#db, { ...target, status, result })),
       release: async () => void (await release(this.#db, target)),
-      unknown: async () => void (await unknown(this.#db, target)),
+      unknown: async () => void (await markUnknown(this.#db, target)),
     };
     return { kind: 'acquired', claim };
   }
 
-  #txClaim(t: OpenTransaction, input: ClaimInput, begun: BeginResult): Claim {
+  #txClaim(t: OpenTransaction, input: ClaimInput, begun: BeginReply): Claim {
     const op = begun.body.operation;
     const target = this.#target(input, begun.body.lease!.id);
     return {
@@ -202,7 +202,7 @@ export class PgLedger implements DownstreamLedger {
     };
   }
 
-  async #begin(db: Database, input: OnceInput | ClaimInput): Promise<BeginResult> {
+  async #begin(db: Database, input: OnceInput | ClaimInput): Promise<BeginReply> {
     const body: BeginBody = {
       key: input.key,
       effect: input.effect ?? 'non_idempotent_write',

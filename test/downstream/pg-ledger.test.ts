@@ -11,7 +11,7 @@ import { LEASE_MS } from '../../src/contract/index.js';
 import { IdemError } from '../../src/errors.js';
 import { buildApp } from '../../src/http/app.js';
 import { begin } from '../../src/ledger/begin.js';
-import { unknown } from '../../src/ledger/holder.js';
+import { markUnknown } from '../../src/ledger/holder.js';
 import type { TxClient } from '../../src/pg/index.js';
 import { onPostgres } from '../support/engine.js';
 import { NOTES_TABLE, type PgLedgerFixture, pgLedgerFixture } from './support.js';
@@ -142,7 +142,7 @@ describe('PgLedger.once', () => {
       { key: lost, request: 2, effect: 'non_idempotent_write' },
       'service',
     );
-    await unknown(f.testDb.db, { scope: SCOPE, key: lost, leaseId: b.body.lease!.id, actor: 'service' });
+    await markUnknown(f.testDb.db, { scope: SCOPE, key: lost, leaseId: b.body.lease!.id, actor: 'service' });
     let ran = false;
     const u = await f.ledger
       .once({ scope: SCOPE, key: lost, request: 2 }, async () => {

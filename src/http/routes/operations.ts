@@ -201,7 +201,7 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
     LeaseEndBody,
     (t, b) => {
       const target = { ...t, ...reasonOf(b) };
-      return holder.unknown(db, target);
+      return holder.markUnknown(db, target);
     },
   );
 }

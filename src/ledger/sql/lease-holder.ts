@@ -40,7 +40,7 @@ const DISPATCH = transitionStatement({
   set: 'dispatched_at = cur.now',
   event: { type: `'dispatched'`, detail: `jsonb_build_object('leaseExpiresAt', u.lease_expires_at)` },
   // A repeated dispatch of a live, dispatched lease changes nothing and is fine.
-  probe: LIVE,
+  alreadyDone: LIVE,
 });
 
 const HEARTBEAT = transitionStatement({
@@ -72,7 +72,7 @@ export const COMPLETE = transitionStatement({
       THEN 'stale_completion_rejected' ELSE 'result_mismatch' END`,
     detail: `jsonb_build_object('status', $status::text, 'currentStatus', cur.eff_status)`,
   },
-  probe: SAME_RESULT,
+  alreadyDone: SAME_RESULT,
 });
 
 const RELEASE = transitionStatement({
@@ -99,17 +99,17 @@ const values = (c: HolderCall) => ({
   eventId: randomUUID(),
 });
 
-export function dispatch(db: Database, c: HolderCall): Promise<TransitionResult> {
+export function runDispatch(db: Database, c: HolderCall): Promise<TransitionResult> {
   return transition(db, DISPATCH, values(c));
 }
 
-export function heartbeat(db: Database, c: HolderCall & { leaseMs: number }): Promise<TransitionResult> {
+export function runHeartbeat(db: Database, c: HolderCall & { leaseMs: number }): Promise<TransitionResult> {
   return transition(db, HEARTBEAT, { scope: c.scope, key: c.key, leaseId: c.leaseId, leaseMs: c.leaseMs });
 }
 
 export type CompleteCall = HolderCall & { status: 'succeeded' | 'failed'; result: string | null };
 
-export function complete(db: Database, c: CompleteCall): Promise<TransitionResult> {
+export function runComplete(db: Database, c: CompleteCall): Promise<TransitionResult> {
   return transition(db, COMPLETE, completeValues(c));
 }
 
@@ -119,10 +119,10 @@ export const completeValues = (c: CompleteCall) => ({ ...values(c), status: c.st
 /** `reason`: why the holder ended its lease, recorded in the event's detail. */
 export type EndCall = HolderCall & { reason?: string | null };
 
-export function release(db: Database, c: EndCall): Promise<TransitionResult> {
+export function runRelease(db: Database, c: EndCall): Promise<TransitionResult> {
   return transition(db, RELEASE, { ...values(c), reason: c.reason ?? null });
 }
 
-export function markUnknown(db: Database, c: EndCall): Promise<TransitionResult> {
+export function runMarkUnknown(db: Database, c: EndCall): Promise<TransitionResult> {
   return transition(db, MARK_UNKNOWN, { ...values(c), reason: c.reason ?? null });
 }

@@ -74,21 +74,21 @@ const RESOLVE = transitionStatement({
 
 const base = (c: OperatorCall) => ({ scope: c.scope, key: c.key, actor: c.actor, eventId: randomUUID() });
 
-export function approve(
+export function runApprove(
   db: Database,
   c: OperatorCall & { fingerprint: string | null; note: string | null },
 ): Promise<TransitionResult> {
   return transition(db, APPROVE, { ...base(c), fingerprint: c.fingerprint, note: c.note });
 }
 
-export function reject(
+export function runReject(
   db: Database,
   c: OperatorCall & { note: string | null; result: string | null },
 ): Promise<TransitionResult> {
   return transition(db, REJECT, { ...base(c), note: c.note, result: c.result });
 }
 
-export function resolve(
+export function runResolve(
   db: Database,
   c: OperatorCall & {
     status: 'succeeded' | 'failed' | 'ready';

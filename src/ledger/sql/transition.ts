@@ -55,8 +55,8 @@ export interface TransitionShape {
   event?: { type: string; detail: string };
   /** A refusal worth recording for operators: written only when the guard failed. */
   refusal?: { when: string; type: string; detail: string };
-  /** An extra boolean over `cur`, returned as `probe` (e.g. "same result"). */
-  probe?: string;
+  /** Whether a refused call asked for what is already so (the same result, a live dispatched lease), over `cur`. */
+  alreadyDone?: string;
 }
 
 export interface TransitionResult {
@@ -64,13 +64,13 @@ export interface TransitionResult {
   row: OperationRow;
   /** The effective status before the statement. */
   prevStatus: OperationRow['status'];
-  probe: boolean | null;
+  alreadyDone: boolean | null;
 }
 
 type TransitionRow = OperationRow & {
   changed: boolean;
   prevStatus: OperationRow['status'];
-  probe: boolean | null;
+  alreadyDone: boolean | null;
 };
 
 /** Builds the statement of one shape (at module load: one text per shape). */
@@ -117,7 +117,7 @@ export function transitionStatement(t: TransitionShape): Statement {
       UNION ALL
       SELECT false, ${columnsOf('cur')} FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)
     )
-    SELECT r.changed, cur.eff_status AS "prevStatus", (${t.probe ?? 'NULL::boolean'}) AS probe,
+    SELECT r.changed, cur.eff_status AS "prevStatus", (${t.alreadyDone ?? 'NULL::boolean'}) AS "alreadyDone",
       ${projection('r')}
     FROM res r CROSS JOIN cur CROSS JOIN LATERAL (SELECT cur.now AS now) c ${effectiveOf('r')}`,
   );
@@ -135,6 +135,6 @@ export async function transition(
 ): Promise<TransitionResult> {
   const rows = await db.run<Record<string, unknown>>(st, values);
   if (!rows[0]) throw new IdemError('NOT_FOUND', 'no such operation');
-  const { changed, prevStatus, probe, ...row } = fromDb<TransitionRow>(rows[0]);
-  return { changed, row, prevStatus, probe };
+  const { changed, prevStatus, alreadyDone, ...row } = fromDb<TransitionRow>(rows[0]);
+  return { changed, row, prevStatus, alreadyDone };
 }
