@@ -3,7 +3,7 @@
  * Each runs one guarded statement (`sql/lease-holder.ts`); when the guard
  * fails, the row it returns says why.
  */
-import { LEASE_MS, LIMITS, type OperationResponse } from '../contract/index.js';
+import { LEASE_MS, LIMITS, type OperationResponse, TERMINAL_STATUSES } from '../contract/index.js';
 import type { Database } from '../db/database.js';
 import { IdemError } from '../errors.js';
 import { canonicalJson } from './json-value.js';
@@ -18,7 +18,6 @@ export interface HolderTarget {
   actor: string;
 }
 
-const TERMINAL = new Set(['succeeded', 'failed', 'rejected']);
 
 function leaseLost(row: OperationRow): IdemError {
   return new IdemError('LEASE_LOST', 'this lease is no longer current (expired or superseded)', {
@@ -87,7 +86,7 @@ export async function markUnknown(db: Database, t: EndTarget): Promise<Operation
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
   if (r.row.status === 'outcome_unknown') return answer(r.row, false);
-  const code = TERMINAL.has(r.row.status) || r.row.status === 'ready' ? 'INVALID_STATE' : 'LEASE_LOST';
+  const code = TERMINAL_STATUSES.includes(r.row.status) || r.row.status === 'ready' ? 'INVALID_STATE' : 'LEASE_LOST';
   throw new IdemError(code, `cannot mark an operation that is ${r.row.status} as unknown`, {
     operation: toOperation(r.row),
   });
