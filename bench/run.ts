@@ -9,6 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Bench, type ScenarioResult } from './lib/bench.js';
 import { loadBenchConfig, wants } from './lib/config.js';
 import { BenchDatabase } from './lib/database.js';
@@ -32,7 +33,7 @@ async function extraScenario(id: string): Promise<Runner | undefined> {
   const dir = join(ROOT, 'bench/scenarios');
   const file = (await readdir(dir)).find((f) => f.startsWith(`${id.toLowerCase()}-`) && f.endsWith('.ts'));
   if (!file) return undefined;
-  const mod = (await import(join(dir, file))) as Record<string, unknown>;
+  const mod = (await import(pathToFileURL(join(dir, file)).href)) as Record<string, unknown>;
   const run = mod[`run${id}`];
   return typeof run === 'function' ? (run as Runner) : undefined;
 }
