@@ -4,18 +4,14 @@
  * real ledger and prints what the page says.
  */
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { type Child, repoPath, runTs } from './drills/processes.js';
-import { type Ledger, SETUP_TIMEOUT_MS, startLedger } from './support.js';
+import { useLedger } from './support.js';
 
-let L: Ledger;
+const L = useLedger();
 const children: Child[] = [];
-beforeAll(async () => {
-  L = await startLedger();
-}, SETUP_TIMEOUT_MS);
 afterAll(async () => {
   await Promise.all(children.map((c) => c.kill9()));
-  await L.close();
 });
 
 describe('docs/executor.md', () => {

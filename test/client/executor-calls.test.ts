@@ -4,7 +4,7 @@
  * redaction and the log line.
  */
 import { Type } from 'typebox';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   DID_NOT_RUN,
   IN_PROGRESS_TEXT,
@@ -13,38 +13,15 @@ import {
   OUTCOME_UNKNOWN_TEXT,
   type ToolCall,
   type ToolDefinition,
-  ToolExecutor,
   type ToolExecutorOptions,
 } from '../../src/client/index.js';
 import { scriptedTool } from './fake-tools.js';
-import {
-  eventually,
-  type Ledger,
-  memoryLogger,
-  recordingSleep,
-  SETUP_TIMEOUT_MS,
-  startLedger,
-  uid,
-} from './support.js';
+import { eventually, recordingSleep, testExecutor, uid, useLedger } from './support.js';
 
-let L: Ledger;
-beforeAll(async () => {
-  L = await startLedger();
-}, SETUP_TIMEOUT_MS);
-afterAll(() => L.close());
+const L = useLedger();
 
-function executor(tools: ToolDefinition[], options: Partial<ToolExecutorOptions> = {}) {
-  const { logger, lines } = memoryLogger();
-  const ex = new ToolExecutor({
-    ledger: L.ledger,
-    scope: 'agents',
-    tools,
-    logger,
-    ...recordingSleep(),
-    ...options,
-  });
-  return { ex, lines };
-}
+const executor = (tools: ToolDefinition[], options: Partial<ToolExecutorOptions> = {}) =>
+  testExecutor(L, tools, options);
 
 const call = (name: string, args: unknown, sessionId = uid()): ToolCall => ({
   sessionId,

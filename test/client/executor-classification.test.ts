@@ -3,39 +3,25 @@
  * ledger over HTTP: each test checks the record, the model text, the ledger's
  * state and how often the fake downstream was hit.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   type CallRecord,
   DID_NOT_RUN,
   OUTCOME_UNKNOWN_TEXT,
   type ToolDefinition,
-  ToolExecutor,
 } from '../../src/client/index.js';
 import type { Effect } from '../../src/contract/index.js';
 import { type FakeInput, fail, type Step, scriptedTool } from './fake-tools.js';
-import { type Ledger, memoryLogger, recordingSleep, SETUP_TIMEOUT_MS, startLedger, uid } from './support.js';
+import { testExecutor, uid, useLedger } from './support.js';
 
-let L: Ledger;
-beforeAll(async () => {
-  L = await startLedger();
-}, SETUP_TIMEOUT_MS);
-afterAll(() => L.close());
+const L = useLedger();
 
 const REPEATABLE: Effect[] = ['read', 'idempotent_write'];
 const AT_MOST_ONCE: Effect[] = ['non_idempotent_write', 'unclassified'];
 
 async function runOnce(effect: Effect, steps: Step[], extra: Partial<ToolDefinition<typeof FakeInput>> = {}) {
   const { tool, runs } = scriptedTool('fake', effect, steps, { timeoutMs: 100, ...extra });
-  const { sleep, delays } = recordingSleep();
-  const { logger } = memoryLogger();
-  const ex = new ToolExecutor({
-    ledger: L.ledger,
-    scope: 'agents',
-    tools: [tool],
-    logger,
-    sleep,
-    random: () => 0.5,
-  });
+  const { ex, delays } = testExecutor(L, [tool]);
   const record = await ex.execute({
     sessionId: uid(),
     turnId: 't1',

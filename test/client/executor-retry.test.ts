@@ -3,7 +3,7 @@
  * here really waits for a backoff.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   DID_NOT_RUN,
   IN_PROGRESS_TEXT,
@@ -11,41 +11,17 @@ import {
   SessionBudget,
   type ToolDefinition,
   ToolError,
-  ToolExecutor,
   type ToolExecutorOptions,
 } from '../../src/client/index.js';
 import { expireLease } from '../support/http.js';
 import { fetchFailed } from './fake-fetch.js';
 import { fail, scriptedTool } from './fake-tools.js';
-import {
-  eventually,
-  type Ledger,
-  memoryLogger,
-  recordingSleep,
-  SETUP_TIMEOUT_MS,
-  startLedger,
-  uid,
-} from './support.js';
+import { eventually, testExecutor, uid, useLedger } from './support.js';
 
-let L: Ledger;
-beforeAll(async () => {
-  L = await startLedger();
-}, SETUP_TIMEOUT_MS);
-afterAll(() => L.close());
+const L = useLedger();
 
-function executor(tools: ToolDefinition[], options: Partial<ToolExecutorOptions> = {}) {
-  const rec = recordingSleep();
-  const ex = new ToolExecutor({
-    ledger: L.ledger,
-    scope: 'agents',
-    tools,
-    logger: memoryLogger().logger,
-    sleep: rec.sleep,
-    random: () => 0.5,
-    ...options,
-  });
-  return { ex, delays: rec.delays };
-}
+const executor = (tools: ToolDefinition[], options: Partial<ToolExecutorOptions> = {}) =>
+  testExecutor(L, tools, options);
 
 const call = (name: string, sessionId = uid(), toolCallId = uid('c')) => ({
   sessionId,

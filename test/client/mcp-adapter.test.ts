@@ -7,15 +7,10 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import {
-  effectFromAnnotations,
-  mcpTools,
-  type ToolDefinition,
-  ToolExecutor,
-} from '../../src/client/index.js';
-import { type Ledger, memoryLogger, recordingSleep, SETUP_TIMEOUT_MS, startLedger, uid } from './support.js';
+import { effectFromAnnotations, mcpTools, type ToolDefinition } from '../../src/client/index.js';
+import { SETUP_TIMEOUT_MS, testExecutor, uid, useLedger } from './support.js';
 
-let L: Ledger;
+const L = useLedger();
 let client: Client;
 const tickets = new Map<string, { id: number; title: string }>();
 const seenMeta: Record<string, unknown>[] = [];
@@ -93,24 +88,13 @@ async function startMcp(): Promise<Client> {
 }
 
 beforeAll(async () => {
-  L = await startLedger();
   client = await startMcp();
 }, SETUP_TIMEOUT_MS);
 afterAll(async () => {
   await client.close();
-  await L.close();
 });
 
-function executor(tools: ToolDefinition[]) {
-  return new ToolExecutor({
-    ledger: L.ledger,
-    scope: 'mcp',
-    tools,
-    logger: memoryLogger().logger,
-    random: () => 0.5,
-    ...recordingSleep(),
-  });
-}
+const executor = (tools: ToolDefinition[]) => testExecutor(L, tools, { scope: 'mcp' }).ex;
 const call = (name: string, args: unknown) => ({
   sessionId: uid(),
   turnId: 't',

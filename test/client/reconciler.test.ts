@@ -4,7 +4,7 @@
  * every step of its protocol.
  */
 import { Type } from 'typebox';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   type CallRecord,
   DID_NOT_RUN,
@@ -13,15 +13,10 @@ import {
   Reconciler,
   type ReconcilerOptions,
   type ToolDefinition,
-  ToolExecutor,
 } from '../../src/client/index.js';
-import { type Ledger, memoryLogger, recordingSleep, SETUP_TIMEOUT_MS, startLedger, uid } from './support.js';
+import { memoryLogger, testExecutor, uid, useLedger } from './support.js';
 
-let L: Ledger;
-beforeAll(async () => {
-  L = await startLedger();
-}, SETUP_TIMEOUT_MS);
-afterAll(() => L.close());
+const L = useLedger();
 
 /** The "order system": remembers which cancellations really happened, by idempotency key. */
 class Orders {
@@ -76,13 +71,7 @@ async function unknownCalls(
   tool: ToolDefinition,
   args: Record<string, unknown>[],
 ): Promise<string[]> {
-  const ex = new ToolExecutor({
-    ledger: L.ledger,
-    scope,
-    tools: [tool],
-    logger: memoryLogger().logger,
-    ...recordingSleep(),
-  });
+  const { ex } = testExecutor(L, [tool], { scope });
   const session = uid('session');
   const keys: string[] = [];
   for (const [i, a] of args.entries()) {

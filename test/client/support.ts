@@ -4,7 +4,14 @@
  */
 import { Writable } from 'node:stream';
 import { type Logger, pino } from 'pino';
-import { LedgerClient, type LedgerClientOptions } from '../../src/client/index.js';
+import { afterAll, beforeAll } from 'vitest';
+import {
+  LedgerClient,
+  type LedgerClientOptions,
+  type ToolDefinition,
+  ToolExecutor,
+  type ToolExecutorOptions,
+} from '../../src/client/index.js';
 import type { Database } from '../../src/db/database.js';
 import { createTestDatabase } from '../support/db.js';
 import { onPostgres } from '../support/engine.js';
@@ -33,6 +40,59 @@ export async function startLedger(): Promise<Ledger> {
   const client = (options: Partial<LedgerClientOptions> = {}) =>
     new LedgerClient({ baseUrl: service.url, validateResponses: true, ...options });
   return { url: service.url, ledger: client(), client, db: service.db, close: () => service.close() };
+}
+
+/**
+ * The real ledger for one test file: started before its tests, closed after.
+ * The answer stands for it from the first test on (reading it earlier throws).
+ */
+export function useLedger(): Ledger {
+  let started: Ledger | undefined;
+  beforeAll(async () => {
+    started = await startLedger();
+  }, SETUP_TIMEOUT_MS);
+  afterAll(() => started?.close());
+  const get = (): Ledger => {
+    if (!started) throw new Error('the ledger starts in beforeAll: use it inside a test');
+    return started;
+  };
+  return {
+    get url() {
+      return get().url;
+    },
+    get ledger() {
+      return get().ledger;
+    },
+    get db() {
+      return get().db;
+    },
+    client: (options) => get().client(options),
+    close: () => get().close(),
+  };
+}
+
+/**
+ * An executor on the test ledger, in scope `agents` unless told otherwise:
+ * its log lines are kept, its sleeps are instant and recorded, its jitter is
+ * pinned at the middle. `options` override any of that.
+ */
+export function testExecutor(
+  L: Ledger,
+  tools: ToolDefinition[],
+  options: Partial<ToolExecutorOptions> = {},
+): { ex: ToolExecutor; lines: Record<string, unknown>[]; delays: number[] } {
+  const { logger, lines } = memoryLogger();
+  const { sleep, delays } = recordingSleep();
+  const ex = new ToolExecutor({
+    ledger: L.ledger,
+    scope: 'agents',
+    tools,
+    logger,
+    sleep,
+    random: () => 0.5,
+    ...options,
+  });
+  return { ex, lines, delays };
 }
 
 /** A ledger whose service can be stopped and started again on the same database. */

@@ -8,17 +8,15 @@ import { legacyTicketTool } from '../../../examples/legacy-ticket-service/tool.j
 import { createTicket, createTicketTool } from '../../../examples/ticket-service/client.js';
 import { startTicketService, type TicketService } from '../../../examples/ticket-service/service.js';
 import { DID_NOT_RUN, OUTCOME_UNKNOWN_TEXT, Reconciler, ToolExecutor } from '../../../src/client/index.js';
-import { type Ledger, memoryLogger, SETUP_TIMEOUT_MS, startLedger, uid } from '../support.js';
+import { memoryLogger, SETUP_TIMEOUT_MS, uid, useLedger } from '../support.js';
 
-let L: Ledger;
+const L = useLedger();
 let service: TicketService;
 beforeAll(async () => {
-  L = await startLedger();
   service = await startTicketService({ ledger: L.ledger });
 }, SETUP_TIMEOUT_MS);
 afterAll(async () => {
   await service.close();
-  await L.close();
 });
 
 const ticketsOf = (opId: string) => [...service.tickets.values()].filter((t) => t.operationId === opId);

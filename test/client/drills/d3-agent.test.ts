@@ -21,15 +21,14 @@ import {
   ToolExecutor,
 } from '../../../src/client/index.js';
 import type { Effect } from '../../../src/contract/index.js';
-import { eventually, type Ledger, memoryLogger, SETUP_TIMEOUT_MS, startLedger, uid } from '../support.js';
+import { eventually, memoryLogger, SETUP_TIMEOUT_MS, uid, useLedger } from '../support.js';
 import { type Child, runTs } from './processes.js';
 
-let L: Ledger;
+const L = useLedger();
 let orders: OrderService;
 let tickets: TicketService;
 const children: Child[] = [];
 beforeAll(async () => {
-  L = await startLedger();
   orders = await startOrderService();
   tickets = await startTicketService({ ledger: L.ledger });
 }, SETUP_TIMEOUT_MS);
@@ -39,7 +38,6 @@ afterEach(async () => {
 afterAll(async () => {
   await orders.close();
   await tickets.close();
-  await L.close();
 });
 
 const SCOPE = 'agent-drill';
