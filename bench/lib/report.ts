@@ -138,8 +138,8 @@ export function svgChart(results: ScenarioResult[]): string | undefined {
     .filter((r) => r.unit === '/s' && r.service && r.reference && r.ratio && !['S5', 'S8'].includes(r.id));
   if (figures.length === 0) return undefined;
   const left = 330;
-  const width = 900;
-  const plot = width - left - 150;
+  const width = 1040;
+  const plot = width - left - 220;
   const bar = 16;
   const top = 40;
   const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;');
