@@ -52,7 +52,7 @@ async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = positionals;
   if (values.help || !cmd) {
     console.log(USAGE);
-    return cmd ? 0 : 2;
+    return values.help ? 0 : 2;
   }
   switch (cmd) {
     case 'serve': {
