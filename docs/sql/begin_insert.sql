@@ -51,27 +51,21 @@ WITH written AS (
     r.lease_expires_at AS "leaseExpiresAt", r.dispatched_at AS "dispatchedAt",
     r.lease_recovered AS "leaseRecovered", (r.lease_expires_at <= c.now) AS "leaseExpired",
     GREATEST(1, ceil(date_part('epoch', r.lease_expires_at - c.now)))::int AS "leaseSecondsLeft",
-    r.request, l.result, r.metadata, l.approval_state AS "approvalState",
+    r.request, CASE WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE r.result END AS result, r.metadata, CASE WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN 'expired' ELSE r.approval_state END AS "approvalState",
     r.approval_deadline AS "approvalDeadline", r.approval_decided_by AS "approvalDecidedBy",
-    l.approval_decided_at AS "approvalDecidedAt", r.approval_note AS "approvalNote",
+    CASE WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN r.approval_deadline ELSE r.approval_decided_at END AS "approvalDecidedAt", r.approval_note AS "approvalNote",
     r.resolution_by AS "resolutionBy", r.resolution_at AS "resolutionAt",
     r.resolution_note AS "resolutionNote", r.retention_ms::float8 AS "retentionMs",
-    r.created_at AS "createdAt", l.updated_at AS "updatedAt", l.completed_at AS "completedAt",
-    l.retained_until AS "retainedUntil"
+    r.created_at AS "createdAt", CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND r.status = 'in_progress') THEN r.lease_expires_at
+      WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN r.approval_deadline ELSE r.updated_at END AS "updatedAt", CASE WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN r.approval_deadline ELSE r.completed_at END AS "completedAt",
+    CASE WHEN e.eff = 'ready' AND r.status = 'in_progress'
+        THEN r.lease_expires_at + r.retention_ms * interval '1 millisecond'
+      WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN r.approval_deadline + r.retention_ms * interval '1 millisecond'
+      ELSE r.retained_until END AS "retainedUntil"
   FROM found r CROSS JOIN (SELECT now() AS now) c CROSS JOIN LATERAL (SELECT CASE
     WHEN r.status = 'in_progress' AND r.lease_expires_at <= c.now THEN
       CASE WHEN r.dispatched_at IS NULL THEN 'ready'
            WHEN r.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
            ELSE 'in_progress' END
     WHEN r.status = 'pending_approval' AND r.approval_deadline <= c.now THEN 'rejected'
-    ELSE r.status END AS eff OFFSET 0) e
-    CROSS JOIN LATERAL (SELECT CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND r.status = 'in_progress') THEN r.lease_expires_at
-      WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN r.approval_deadline ELSE r.updated_at END AS updated_at,
-      CASE WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN r.approval_deadline ELSE r.completed_at END AS completed_at,
-      CASE WHEN e.eff = 'ready' AND r.status = 'in_progress'
-        THEN r.lease_expires_at + r.retention_ms * interval '1 millisecond'
-      WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN r.approval_deadline + r.retention_ms * interval '1 millisecond'
-      ELSE r.retained_until END AS retained_until,
-      CASE WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE r.result END AS result,
-      CASE WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN 'expired' ELSE r.approval_state END AS approval_state,
-      CASE WHEN (e.eff = 'rejected' AND r.status = 'pending_approval') THEN r.approval_deadline ELSE r.approval_decided_at END AS approval_decided_at OFFSET 0) l;
+    ELSE r.status END AS eff OFFSET 0) e;

@@ -6,7 +6,17 @@
 
 WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
     (
-      SELECT o.scope, o.key, o.version, e.eff, l.updated_at, l.completed_at, l.retained_until, l.result, l.approval_state, l.approval_decided_at
+      SELECT o.scope, o.key, o.version, e.eff,
+        CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND o.status = 'in_progress') THEN o.lease_expires_at
+      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.updated_at END AS updated_at,
+        CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.completed_at END AS completed_at,
+        CASE WHEN e.eff = 'ready' AND o.status = 'in_progress'
+        THEN o.lease_expires_at + o.retention_ms * interval '1 millisecond'
+      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline + o.retention_ms * interval '1 millisecond'
+      ELSE o.retained_until END AS retained_until,
+        CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE o.result END AS result,
+        CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN 'expired' ELSE o.approval_state END AS approval_state,
+        CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.approval_decided_at END AS approval_decided_at
       FROM idem_operations o CROSS JOIN clock c CROSS JOIN LATERAL (SELECT CASE
     WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
       CASE WHEN o.dispatched_at IS NULL THEN 'ready'
@@ -14,21 +24,21 @@ WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
            ELSE 'in_progress' END
     WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
     ELSE o.status END AS eff OFFSET 0) e
-    CROSS JOIN LATERAL (SELECT CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND o.status = 'in_progress') THEN o.lease_expires_at
-      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.updated_at END AS updated_at,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.completed_at END AS completed_at,
-      CASE WHEN e.eff = 'ready' AND o.status = 'in_progress'
-        THEN o.lease_expires_at + o.retention_ms * interval '1 millisecond'
-      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline + o.retention_ms * interval '1 millisecond'
-      ELSE o.retained_until END AS retained_until,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE o.result END AS result,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN 'expired' ELSE o.approval_state END AS approval_state,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.approval_decided_at END AS approval_decided_at OFFSET 0) l
       WHERE o.status = 'in_progress' AND o.lease_expires_at <= c.now AND e.eff <> o.status
       ORDER BY o.lease_expires_at LIMIT $1::int)
     UNION ALL
     (
-      SELECT o.scope, o.key, o.version, e.eff, l.updated_at, l.completed_at, l.retained_until, l.result, l.approval_state, l.approval_decided_at
+      SELECT o.scope, o.key, o.version, e.eff,
+        CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND o.status = 'in_progress') THEN o.lease_expires_at
+      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.updated_at END AS updated_at,
+        CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.completed_at END AS completed_at,
+        CASE WHEN e.eff = 'ready' AND o.status = 'in_progress'
+        THEN o.lease_expires_at + o.retention_ms * interval '1 millisecond'
+      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline + o.retention_ms * interval '1 millisecond'
+      ELSE o.retained_until END AS retained_until,
+        CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE o.result END AS result,
+        CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN 'expired' ELSE o.approval_state END AS approval_state,
+        CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.approval_decided_at END AS approval_decided_at
       FROM idem_operations o CROSS JOIN clock c CROSS JOIN LATERAL (SELECT CASE
     WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
       CASE WHEN o.dispatched_at IS NULL THEN 'ready'
@@ -36,16 +46,6 @@ WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
            ELSE 'in_progress' END
     WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
     ELSE o.status END AS eff OFFSET 0) e
-    CROSS JOIN LATERAL (SELECT CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND o.status = 'in_progress') THEN o.lease_expires_at
-      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.updated_at END AS updated_at,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.completed_at END AS completed_at,
-      CASE WHEN e.eff = 'ready' AND o.status = 'in_progress'
-        THEN o.lease_expires_at + o.retention_ms * interval '1 millisecond'
-      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline + o.retention_ms * interval '1 millisecond'
-      ELSE o.retained_until END AS retained_until,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE o.result END AS result,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN 'expired' ELSE o.approval_state END AS approval_state,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.approval_decided_at END AS approval_decided_at OFFSET 0) l
       WHERE o.status = 'pending_approval' AND o.approval_deadline <= c.now AND e.eff <> o.status
       ORDER BY o.approval_deadline LIMIT $1::int)
   ), stamp AS (SELECT clock_timestamp() AS at), lapsed AS (

@@ -17,13 +17,17 @@
     o.lease_expires_at AS "leaseExpiresAt", o.dispatched_at AS "dispatchedAt",
     o.lease_recovered AS "leaseRecovered", (o.lease_expires_at <= c.now) AS "leaseExpired",
     GREATEST(1, ceil(date_part('epoch', o.lease_expires_at - c.now)))::int AS "leaseSecondsLeft",
-    o.request, l.result, o.metadata, l.approval_state AS "approvalState",
+    o.request, CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE o.result END AS result, o.metadata, CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN 'expired' ELSE o.approval_state END AS "approvalState",
     o.approval_deadline AS "approvalDeadline", o.approval_decided_by AS "approvalDecidedBy",
-    l.approval_decided_at AS "approvalDecidedAt", o.approval_note AS "approvalNote",
+    CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.approval_decided_at END AS "approvalDecidedAt", o.approval_note AS "approvalNote",
     o.resolution_by AS "resolutionBy", o.resolution_at AS "resolutionAt",
     o.resolution_note AS "resolutionNote", o.retention_ms::float8 AS "retentionMs",
-    o.created_at AS "createdAt", l.updated_at AS "updatedAt", l.completed_at AS "completedAt",
-    l.retained_until AS "retainedUntil", ((extract(epoch FROM o.created_at) * 1000000)::bigint)::text AS "cursorUs"
+    o.created_at AS "createdAt", CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND o.status = 'in_progress') THEN o.lease_expires_at
+      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.updated_at END AS "updatedAt", CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.completed_at END AS "completedAt",
+    CASE WHEN e.eff = 'ready' AND o.status = 'in_progress'
+        THEN o.lease_expires_at + o.retention_ms * interval '1 millisecond'
+      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline + o.retention_ms * interval '1 millisecond'
+      ELSE o.retained_until END AS "retainedUntil", ((extract(epoch FROM o.created_at) * 1000000)::bigint)::text AS "cursorUs"
     FROM idem_operations o CROSS JOIN (SELECT now() AS now) c CROSS JOIN LATERAL (SELECT CASE
     WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
       CASE WHEN o.dispatched_at IS NULL THEN 'ready'
@@ -31,15 +35,5 @@
            ELSE 'in_progress' END
     WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
     ELSE o.status END AS eff OFFSET 0) e
-    CROSS JOIN LATERAL (SELECT CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND o.status = 'in_progress') THEN o.lease_expires_at
-      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.updated_at END AS updated_at,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.completed_at END AS completed_at,
-      CASE WHEN e.eff = 'ready' AND o.status = 'in_progress'
-        THEN o.lease_expires_at + o.retention_ms * interval '1 millisecond'
-      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline + o.retention_ms * interval '1 millisecond'
-      ELSE o.retained_until END AS retained_until,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE o.result END AS result,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN 'expired' ELSE o.approval_state END AS approval_state,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.approval_decided_at END AS approval_decided_at OFFSET 0) l
     WHERE (o.scope = $1 OR o.scope LIKE $2) AND o.scope = $3 AND e.eff = $4 AND o.effect = $5 AND o.created_at < timestamptz 'epoch' + $6::float8 * interval '1 millisecond' AND (o.created_at, o.id) > (timestamptz 'epoch' + $7::bigint * interval '1 microsecond', $8::uuid)
     ORDER BY o.created_at, o.id LIMIT $9;

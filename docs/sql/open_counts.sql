@@ -5,24 +5,15 @@
 
     SELECT scope, status, count(*)::int AS n,
       (extract(epoch FROM now() - min(updated_at)) * 1000)::float8 AS "oldestMs"
-    FROM (SELECT o.scope, e.eff AS status, l.updated_at
+    FROM (SELECT o.scope, e.eff AS status, CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND o.status = 'in_progress') THEN o.lease_expires_at
+      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.updated_at END AS updated_at
           FROM idem_operations o CROSS JOIN (SELECT now() AS now) c CROSS JOIN LATERAL (SELECT CASE
     WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
       CASE WHEN o.dispatched_at IS NULL THEN 'ready'
            WHEN o.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
            ELSE 'in_progress' END
     WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
-    ELSE o.status END AS eff OFFSET 0) e
-    CROSS JOIN LATERAL (SELECT CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND o.status = 'in_progress') THEN o.lease_expires_at
-      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.updated_at END AS updated_at,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.completed_at END AS completed_at,
-      CASE WHEN e.eff = 'ready' AND o.status = 'in_progress'
-        THEN o.lease_expires_at + o.retention_ms * interval '1 millisecond'
-      WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline + o.retention_ms * interval '1 millisecond'
-      ELSE o.retained_until END AS retained_until,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE o.result END AS result,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN 'expired' ELSE o.approval_state END AS approval_state,
-      CASE WHEN (e.eff = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.approval_decided_at END AS approval_decided_at OFFSET 0) l WHERE o.status IN ('pending_approval', 'ready', 'in_progress', 'outcome_unknown')) open_ops
+    ELSE o.status END AS eff OFFSET 0) e WHERE o.status IN ('pending_approval', 'ready', 'in_progress', 'outcome_unknown')) open_ops
     -- A lapse can turn an open row terminal (an expired approval reads as rejected).
     WHERE status IN ('pending_approval', 'ready', 'in_progress', 'outcome_unknown')
     GROUP BY scope, status ORDER BY scope, status;

@@ -18,7 +18,6 @@ export interface HolderTarget {
   actor: string;
 }
 
-
 function leaseLost(row: OperationRow): IdemError {
   return new IdemError('LEASE_LOST', 'this lease is no longer current (expired or superseded)', {
     operation: toOperation(row),
@@ -86,7 +85,8 @@ export async function markUnknown(db: Database, t: EndTarget): Promise<Operation
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
   if (r.row.status === 'outcome_unknown') return answer(r.row, false);
-  const code = TERMINAL_STATUSES.includes(r.row.status) || r.row.status === 'ready' ? 'INVALID_STATE' : 'LEASE_LOST';
+  const code =
+    TERMINAL_STATUSES.includes(r.row.status) || r.row.status === 'ready' ? 'INVALID_STATE' : 'LEASE_LOST';
   throw new IdemError(code, `cannot mark an operation that is ${r.row.status} as unknown`, {
     operation: toOperation(r.row),
   });

@@ -51,7 +51,11 @@ export async function reject(
   db: Database,
   t: OperatorTarget & { note?: string; result?: unknown },
 ): Promise<OperationResponse> {
-  const result = jsonOrNull(t.result, 'result', LIMITS.resultBytes);
+  // Without a result of the operator's own, a rejection replays as this error object.
+  const result =
+    t.result === undefined
+      ? canonicalJson({ code: 'APPROVAL_REJECTED', note: t.note ?? null }, 'result', LIMITS.resultBytes)
+      : canonicalJson(t.result, 'result', LIMITS.resultBytes);
   const r = await sqlOperator.runReject(db, { ...t, note: t.note ?? null, result });
   if (r.changed) return { operation: toOperation(r.row) };
   throw invalidState(r, 'reject');

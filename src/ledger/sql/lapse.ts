@@ -21,10 +21,14 @@ import {
 } from './events.js';
 import { effectiveOf, lapsedColumns } from './row.js';
 
-const LAPSED = Object.keys(lapsedColumns('o', 'e.eff'));
+const LAPSED_COLUMNS = lapsedColumns('o', 'e.eff');
+const LAPSED = Object.keys(LAPSED_COLUMNS);
 
 const dueOf = (where: string, order: string) => `(
-      SELECT o.scope, o.key, o.version, e.eff, ${LAPSED.map((k) => `l.${k}`).join(', ')}
+      SELECT o.scope, o.key, o.version, e.eff,
+        ${Object.entries(LAPSED_COLUMNS)
+          .map(([k, v]) => `${v} AS ${k}`)
+          .join(',\n        ')}
       FROM idem_operations o CROSS JOIN clock c ${effectiveOf('o')}
       WHERE ${where} AND e.eff <> o.status
       ORDER BY ${order} LIMIT $limit::int)`;

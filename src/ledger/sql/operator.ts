@@ -41,7 +41,7 @@ const REJECT = transitionStatement({
   guard: PENDING,
   set: `status = 'rejected', approval_state = 'rejected', approval_decided_by = $actor::text,
         approval_decided_at = cur.now, approval_note = $note::text,
-        result = COALESCE($result::jsonb, jsonb_build_object('code', 'APPROVAL_REJECTED', 'note', $note::text)),
+        result = $result::jsonb,
         completed_at = cur.now, retained_until = cur.retain_until`,
   event: { type: `'rejected'`, detail: `jsonb_build_object('note', u.approval_note)` },
 });

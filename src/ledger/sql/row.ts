@@ -94,36 +94,37 @@ export function lapsedColumns(r: string, eff: string) {
 }
 
 /**
- * FROM items that give row `r` its effective status `e.eff` and lapsed columns
- * `l.*`, each evaluated once per row (OFFSET 0 keeps the planner from copying
- * the expressions into every reference). Needs `c.now` in scope.
+ * The FROM item that gives row `r` its effective status `e.eff`, evaluated
+ * once per row (OFFSET 0 keeps the planner from copying the expression into
+ * every reference). Needs `c.now` in scope. It holds only immutable
+ * operators: Citus pushes a FROM-less subquery into a multi-shard query only
+ * then (`timestamptz + interval` is STABLE, so the lapsed columns are computed
+ * in the select list instead).
  */
-export const effectiveOf = (r: string) => {
-  const l = lapsedColumns(r, 'e.eff');
-  return `CROSS JOIN LATERAL (SELECT ${effStatus(r, 'c.now')} AS eff OFFSET 0) e
-    CROSS JOIN LATERAL (SELECT ${Object.entries(l)
-      .map(([k, v]) => `${v} AS ${k}`)
-      .join(',\n      ')} OFFSET 0) l`;
-};
+export const effectiveOf = (r: string) =>
+  `CROSS JOIN LATERAL (SELECT ${effStatus(r, 'c.now')} AS eff OFFSET 0) e`;
 
 /**
- * Every column a statement answers with, over row `r`, `e.eff`, `l.*` and
- * `c.now` (see `effectiveOf`). Timestamps leave as timestamptz; `fromDb` turns
- * them into epoch milliseconds on both drivers.
+ * Every column a statement answers with, over row `r`, `e.eff` and `c.now`
+ * (see `effectiveOf`). Timestamps leave as timestamptz; `fromDb` turns them
+ * into epoch milliseconds on both drivers.
  */
-export const projection = (r: string) => `${r}.id, ${r}.scope, ${r}.key, ${r}.fingerprint, ${r}.effect,
+export const projection = (r: string) => {
+  const l = lapsedColumns(r, 'e.eff');
+  return `${r}.id, ${r}.scope, ${r}.key, ${r}.fingerprint, ${r}.effect,
     ${r}.status AS "storedStatus", e.eff AS status, ${r}.attempt, ${r}.version,
     ${r}.lease_id AS "leaseId", ${r}.lease_owner AS "leaseOwner",
     ${r}.lease_expires_at AS "leaseExpiresAt", ${r}.dispatched_at AS "dispatchedAt",
     ${r}.lease_recovered AS "leaseRecovered", (${r}.lease_expires_at <= c.now) AS "leaseExpired",
     GREATEST(1, ceil(date_part('epoch', ${r}.lease_expires_at - c.now)))::int AS "leaseSecondsLeft",
-    ${r}.request, l.result, ${r}.metadata, l.approval_state AS "approvalState",
+    ${r}.request, ${l.result} AS result, ${r}.metadata, ${l.approval_state} AS "approvalState",
     ${r}.approval_deadline AS "approvalDeadline", ${r}.approval_decided_by AS "approvalDecidedBy",
-    l.approval_decided_at AS "approvalDecidedAt", ${r}.approval_note AS "approvalNote",
+    ${l.approval_decided_at} AS "approvalDecidedAt", ${r}.approval_note AS "approvalNote",
     ${r}.resolution_by AS "resolutionBy", ${r}.resolution_at AS "resolutionAt",
     ${r}.resolution_note AS "resolutionNote", ${r}.retention_ms::float8 AS "retentionMs",
-    ${r}.created_at AS "createdAt", l.updated_at AS "updatedAt", l.completed_at AS "completedAt",
-    l.retained_until AS "retainedUntil"`;
+    ${r}.created_at AS "createdAt", ${l.updated_at} AS "updatedAt", ${l.completed_at} AS "completedAt",
+    ${l.retained_until} AS "retainedUntil"`;
+};
 
 /** A row as the ledger reads it: effective status applied, times in epoch milliseconds. */
 export interface OperationRow {

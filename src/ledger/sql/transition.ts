@@ -99,7 +99,8 @@ export function transitionStatement(t: TransitionShape): Statement {
     ), ${STAMP_CTE}, upd AS (
       UPDATE idem_operations o SET ${t.set}, version = cur.version + 1, updated_at = ${t.updatedAt ?? 'cur.now'}
       FROM cur
-      WHERE o.scope = cur.scope AND o.key = cur.key AND (${t.guard})
+      -- The key again, not only the join to cur: Citus prunes to one shard by the WHERE alone.
+      WHERE o.scope = $scope AND o.key = $key AND o.scope = cur.scope AND o.key = cur.key AND (${t.guard})
       RETURNING o.*
     ), lapse_ev AS (
       ${insertEvent({
