@@ -568,17 +568,6 @@ describe('release', () => {
     expect(b.body.recovered).toBeUndefined();
   });
 
-  it('is idempotent: released again is 200 and changes nothing', async () => {
-    const a = await acquire();
-    const first = await api.release(a.key, a.leaseId);
-    expect(first.status).toBe(200);
-    const before = await world();
-    const again = await api.release(a.key, a.leaseId);
-    expect(again.status, again.raw).toBe(200);
-    expect(again.body.operation).toEqual(first.body.operation);
-    expect(await world()).toEqual(before);
-  });
-
   it('an expired, dispatched idempotent lease nobody took over is accepted', async () => {
     const a = await acquire({ effect: 'read' });
     await expireLease(t.db, 'orders', a.key);
@@ -602,29 +591,6 @@ describe('release', () => {
     expect(newEventsOf(before, after, a.key)).toContain('released');
     expect((await api.begin({ key: a.key, request: { k: a.key } })).body.outcome).toBe('acquired');
   });
-
-  for (const [how, supersede] of Object.entries(SUPERSEDERS)) {
-    it(`a lease superseded (${how}) is 409 LEASE_LOST and changes nothing`, async () => {
-      const { a, b } = await supersede();
-      const before = await world();
-      const r = await api.release(a.key, a.leaseId);
-      expectLeaseLost(r);
-      expect(r.raw).not.toContain(b.leaseId);
-      const after = await world();
-      expect(after.rows).toEqual(before.rows);
-      expectOthersUntouched(before, after, a.key);
-      expect((await api.get(a.key)).body.operation).toMatchObject({ status: 'in_progress', attempt: 2 });
-    });
-  }
-
-  it('after the holder completed is 409 INVALID_STATE and changes nothing', async () => {
-    const a = await acquire();
-    expect((await api.complete(a.key, a.leaseId, 'succeeded', 1)).status).toBe(200);
-    const before = await world();
-    const r = await api.release(a.key, a.leaseId);
-    expectProblem(r, 409, 'INVALID_STATE');
-    expect(await world()).toEqual(before);
-  });
 });
 
 describe('unknown', () => {
@@ -640,17 +606,6 @@ describe('unknown', () => {
     const b = await api.begin({ key: a.key, request: { k: a.key } });
     expectProblem(b, 409, 'OUTCOME_UNKNOWN');
     expect(b.body.retryable).toBe(false);
-  });
-
-  it('is idempotent: unknown again is 200 and changes nothing', async () => {
-    const a = await acquire();
-    const first = await api.unknown(a.key, a.leaseId);
-    expect(first.status).toBe(200);
-    const before = await world();
-    const again = await api.unknown(a.key, a.leaseId);
-    expect(again.status, again.raw).toBe(200);
-    expect(again.body.operation).toEqual(first.body.operation);
-    expect(await world()).toEqual(before);
   });
 
   it('an expired, dispatched idempotent lease nobody took over: outcome_unknown, and no begin recovers it', async () => {
@@ -674,30 +629,55 @@ describe('unknown', () => {
     expectOthersUntouched(before, await world(), a.key);
     expect((await api.get(a.key)).body.operation.status).toBe('outcome_unknown');
   });
+});
 
-  for (const [how, supersede] of Object.entries(SUPERSEDERS)) {
-    it(`a lease superseded (${how}) is 409 LEASE_LOST and changes nothing`, async () => {
-      const { a, b } = await supersede();
+/**
+ * release and unknown end a lease the same way in three respects, tested once
+ * for both: a repeat is a no-op, a superseded holder is refused without
+ * touching the new holder's work, and neither undoes a completion.
+ */
+const LEASE_ENDERS = {
+  release: { call: HOLDER_CALLS.release, completedAs: 'succeeded' },
+  unknown: { call: HOLDER_CALLS.unknown, completedAs: 'failed' },
+} as const;
+
+describe('release and unknown', () => {
+  for (const [name, { call, completedAs }] of Object.entries(LEASE_ENDERS)) {
+    it(`${name} is idempotent: the same call again is 200 and changes nothing`, async () => {
+      const a = await acquire();
+      const first = await call(a.key, a.leaseId);
+      expect(first.status).toBe(200);
       const before = await world();
-      const r = await api.unknown(a.key, a.leaseId);
-      expectLeaseLost(r);
-      expect(r.raw).not.toContain(b.leaseId);
-      const after = await world();
-      expect(after.rows).toEqual(before.rows);
-      expectOthersUntouched(before, after, a.key);
-      // The current holder's work is not turned into an unknown outcome.
-      expect((await api.get(a.key)).body.operation).toMatchObject({ status: 'in_progress', attempt: 2 });
+      const again = await call(a.key, a.leaseId);
+      expect(again.status, again.raw).toBe(200);
+      expect(again.body.operation).toEqual(first.body.operation);
+      expect(await world()).toEqual(before);
+    });
+
+    for (const [how, supersede] of Object.entries(SUPERSEDERS)) {
+      it(`${name}: a lease superseded (${how}) is 409 LEASE_LOST and changes nothing`, async () => {
+        const { a, b } = await supersede();
+        const before = await world();
+        const r = await call(a.key, a.leaseId);
+        expectLeaseLost(r);
+        expect(r.raw).not.toContain(b.leaseId);
+        const after = await world();
+        expect(after.rows).toEqual(before.rows);
+        expectOthersUntouched(before, after, a.key);
+        // The current holder's work is neither handed back nor turned into an unknown outcome.
+        expect((await api.get(a.key)).body.operation).toMatchObject({ status: 'in_progress', attempt: 2 });
+      });
+    }
+
+    it(`${name} after the holder completed is 409 INVALID_STATE and changes nothing`, async () => {
+      const a = await acquire();
+      expect((await api.complete(a.key, a.leaseId, completedAs, 1)).status).toBe(200);
+      const before = await world();
+      const r = await call(a.key, a.leaseId);
+      expectProblem(r, 409, 'INVALID_STATE');
+      expect(await world()).toEqual(before);
     });
   }
-
-  it('after the holder completed is 409 INVALID_STATE and changes nothing', async () => {
-    const a = await acquire();
-    expect((await api.complete(a.key, a.leaseId, 'failed', 1)).status).toBe(200);
-    const before = await world();
-    const r = await api.unknown(a.key, a.leaseId);
-    expectProblem(r, 409, 'INVALID_STATE');
-    expect(await world()).toEqual(before);
-  });
 });
 
 describe('the fixture', () => {
