@@ -73,7 +73,7 @@ export function isUnavailable(err: unknown): boolean {
 /**
  * Failures after which the same statement may simply run again: the database
  * rolled it back whole. Our statements are single and atomic, so re-running
- * is always safe (scale-out.md, rule 8).
+ * is always safe (docs/concepts.md, scale-out rule 9).
  */
 const RERUNNABLE = new Set(['40001', '40P01']);
 
