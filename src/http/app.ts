@@ -4,6 +4,7 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import type { ServerOptions } from 'node:http';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, {
@@ -21,6 +22,7 @@ import { migrationsApplied } from '../db/migrate.js';
 import { IdemError } from '../errors.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { registerAuth } from './auth.js';
+import { clientErrorHandler, requireHost } from './client-errors.js';
 import { registerJsonBody } from './json-body.js';
 import { errorHandler, sendProblem, toIdemError } from './problem.js';
 import { registerRateLimit } from './rate-limit.js';
@@ -55,6 +57,9 @@ const BEGIN_ROUTE = '/v1/scopes/:scope/operations';
 const TRANSITION_ROUTE =
   /\/operations\/:key\/(dispatch|heartbeat|complete|release|unknown|approve|reject|resolve)$/;
 
+/** Node's own Host check answers with an empty body: the `requireHost` hook makes it instead. */
+const NODE_HTTP: { http: ServerOptions } = { http: { requireHostHeader: false } };
+
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { db } = opts;
   const keys = opts.keys ?? new KeyStore();
@@ -80,11 +85,15 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       return sendProblem(reply, new IdemError('INVALID_ARGUMENT', detail), request);
     },
     forceCloseConnections: 'idle',
+    // Errors of Node's HTTP parser answer as problems too.
+    clientErrorHandler,
+    ...NODE_HTTP,
   } as FastifyServerOptions) as unknown as FastifyInstance;
 
   registerValidation(app);
   registerJsonBody(app);
   app.setErrorHandler(errorHandler);
+  app.addHook('onRequest', requireHost);
   app.setNotFoundHandler((request, reply) =>
     sendProblem(
       reply,

@@ -18,7 +18,9 @@ export function registerRateLimit(app: FastifyInstance, perSecond: number, burst
   if (perSecond <= 0) return;
   const capacity = burst > 0 ? burst : Math.max(1, 2 * perSecond);
   const buckets = new Map<string, Bucket>();
-  app.addHook('preHandler', async (request, reply) => {
+  // onRequest, after authentication and before the route's authorization and the body:
+  // a limited client costs no parsing, and its refused calls count like the others.
+  app.addHook('onRequest', async (request, reply) => {
     if (!request.principal) return; // public endpoints
     const id = request.principal.name === 'anonymous' ? `ip:${request.ip}` : `key:${request.principal.name}`;
     const now = performance.now();
