@@ -87,7 +87,7 @@ export class PgLedger implements DownstreamLedger {
     this.#actor = options.actor ?? 'pg-ledger';
     this.#prepared = options.prepared ?? true;
     this.#db = this.#pool
-      ? clientDatabase(this.#pool, { prepared: this.#prepared })
+      ? this.#withReruns(clientDatabase(this.#pool, { prepared: this.#prepared }))
       : pgliteTxDatabase(this.#pglite as PGlite);
   }
 
@@ -230,6 +230,15 @@ export class PgLedger implements DownstreamLedger {
 
   #open(): Promise<OpenTransaction> {
     return this.#pool ? openPg(this.#pool, this.#prepared) : openPglite(this.#pglite as PGlite);
+  }
+
+  /** Autocommit statements are atomic: one rolled back by 40001/40P01 simply runs again. */
+  #withReruns(db: Database): Database {
+    return {
+      ...db,
+      rows: (query) => this.#rerunning(() => db.rows(query)),
+      run: (st, values) => this.#rerunning(() => db.run(st, values)),
+    };
   }
 
   async #rerunning<R>(attempt: () => Promise<R>): Promise<R> {

@@ -28,7 +28,12 @@ type Body = { title: string; status?: number; fail?: 'throw' | 'commit' };
 async function createTicket(tx: TxClient, key: string, body: Body) {
   const id = `T-${randomUUID().slice(0, 8)}`;
   const code = body.fail === 'commit' ? 'taken' : null;
-  await tx.query('INSERT INTO tx_tickets (id, key, title, code) VALUES ($1, $2, $3, $4)', [id, key, body.title, code]);
+  await tx.query('INSERT INTO tx_tickets (id, key, title, code) VALUES ($1, $2, $3, $4)', [
+    id,
+    key,
+    body.title,
+    code,
+  ]);
   if (body.fail === 'throw') throw new Error('failed after the write');
   return { status: body.status ?? 201, ticket: { id, title: body.title } };
 }
@@ -80,14 +85,18 @@ afterAll(() => f.close());
 const rowsOf = async (key: string) =>
   (await f.query<{ n: number }>('SELECT count(*)::int AS n FROM tx_tickets WHERE key = $1', [key]))[0]!.n;
 const opStatus = async (key: string) =>
-  (await f.query<{ status: string }>('SELECT status FROM idem_operations WHERE scope = $1 AND key = $2', [SCOPE, key]))[0]
-    ?.status;
+  (
+    await f.query<{ status: string }>('SELECT status FROM idem_operations WHERE scope = $1 AND key = $2', [
+      SCOPE,
+      key,
+    ])
+  )[0]?.status;
 
 describe.each([
   ['fastify', fastifyApp],
   ['express', expressApp],
 ] as const)('%s, transactional route on a PgLedger', (_name, start) => {
-  let app: Awaited<ReturnType<typeof fastifyApp>>;
+  let app: { url: string; close(): Promise<unknown> };
   beforeAll(async () => {
     app = await start();
   });
@@ -139,7 +148,9 @@ describe.each([
     expect((await post(app.url, '/tickets', { title: 'd' }, key)).status).toBe(201);
   });
 
-  it('two at once: one runs, the other replays it (it waits on the key if they overlap); one row', async ({ skip }) => {
+  it('two at once: one runs, the other replays it (it waits on the key if they overlap); one row', async ({
+    skip,
+  }) => {
     if (!onPostgres()) skip('PGlite runs one transaction at a time');
     const key = k();
     const [a, b] = await Promise.all([
