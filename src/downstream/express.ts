@@ -95,10 +95,9 @@ function capture(res: Response, run: Run): void {
     });
     return res;
   }) as Response['end'];
-  // Closed before the handler answered: the lease must not be left to run out silently.
-  res.on('close', () => {
-    if (!ended) void run.abandon((res as Tracked)[kError]);
-  });
+  // No 'close' handler on purpose: a client that hangs up does not stop the handler,
+  // which still ends the response (written nowhere) and settles the operation then;
+  // settling earlier would roll back a transaction the handler is still using.
 }
 
 /** Builds the middleware. */

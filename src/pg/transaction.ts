@@ -41,7 +41,13 @@ export async function openPg(pool: pg.Pool, prepared: boolean): Promise<OpenTran
   }
   return {
     db: clientDatabase(client, { prepared }),
-    tx: { query: async (text, params) => client.query(text, params as unknown[]) as never },
+    tx: {
+      query: async (text, params) => {
+        // After COMMIT/ROLLBACK the client is back in the pool, maybe in someone else's transaction.
+        if (!open) throw new Error('this transaction is over: its connection went back to the pool');
+        return client.query(text, params as unknown[]) as never;
+      },
+    },
     commit: () => end('COMMIT'),
     rollback: () => end('ROLLBACK'),
   };
@@ -67,7 +73,12 @@ export async function openPglite(pglite: PGlite): Promise<OpenTransaction> {
   let open = true;
   return {
     db: pgliteTxDatabase(tx),
-    tx: { query: async (text, params) => tx.query(text, params as unknown[]) as never },
+    tx: {
+      query: async (text, params) => {
+        if (!open) throw new Error('this transaction is over');
+        return tx.query(text, params as unknown[]) as never;
+      },
+    },
     commit: async () => {
       if (!open) return;
       open = false;

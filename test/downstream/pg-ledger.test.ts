@@ -109,6 +109,17 @@ describe('PgLedger.once', () => {
     expect(await notesWith(text)).toBe(1);
   });
 
+  it('the transaction handle is dead once once() returns: no write can land outside it', async () => {
+    let kept: TxClient | undefined;
+    await f.ledger.once({ scope: SCOPE, key: key(), request: 1 }, async (tx) => {
+      kept = tx;
+    });
+    await expect(kept!.query("INSERT INTO notes (folder_id, text) VALUES ('x', 'late')")).rejects.toThrow(
+      'this transaction is over',
+    );
+    expect(await notesWith('late')).toBe(0);
+  });
+
   it('keys reordered in the request are the same request (RFC 8785)', async () => {
     const k = key();
     const a = await f.ledger.once({ scope: SCOPE, key: k, request: { x: 1, y: 2 } }, async () => ({ ok: 1 }));
