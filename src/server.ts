@@ -96,6 +96,7 @@ export async function serve(config: Config): Promise<void> {
     migrate: config.migrateOnStart,
     databaseUrl: config.databaseUrl,
     signal: starting.signal,
+    ...(db.kind === 'pglite' ? { where: { dataDir: config.dataDir } } : {}),
   }).catch((err) => {
     // Waiting cannot fix it (a failing migration, a refused login): say so in one line and stop.
     const { code, reason } = describeFailure(err);

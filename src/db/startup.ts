@@ -20,6 +20,8 @@ export interface StartupOptions {
   databaseUrl: string | undefined;
   /** Stops the wait (shutdown during start). */
   signal: AbortSignal;
+  /** Said with "database opened" (the embedded engine's folder). */
+  where?: Record<string, unknown>;
   /** First pause between attempts; doubles up to `maxDelayMs`. */
   firstDelayMs?: number;
   maxDelayMs?: number;
@@ -62,7 +64,7 @@ export async function awaitDatabase(db: Database, log: StartupLog, o: StartupOpt
   for (let attempt = 1; !o.signal.aborted; attempt++) {
     try {
       await db.rows(sql`SELECT 1`);
-      log.info({ engine: db.kind }, 'database opened');
+      log.info({ engine: db.kind, ...o.where }, 'database opened');
       if (o.migrate) {
         await migrateDatabase(db, o.databaseUrl);
         log.info({}, 'migrations applied');
