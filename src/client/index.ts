@@ -44,7 +44,8 @@ export {
 } from './executor/tool-executor.js';
 export { backoffCeiling, backoffDelay, type Random, realSleep, type Sleep } from './ledger/backoff.js';
 export {
-  type BeginReply,
+  type BeginInput,
+  type BeginResult,
   type CallOptions,
   LedgerClient,
   type LedgerClientOptions,

@@ -8,7 +8,7 @@ import { type Logger, pino } from 'pino';
 import type { TSchema } from 'typebox';
 import { KEY_PATTERN } from '../../contract/index.js';
 import { type Random, realSleep, type Sleep } from '../ledger/backoff.js';
-import type { BeginReply, LedgerClient } from '../ledger/ledger-client.js';
+import type { BeginResult, LedgerClient } from '../ledger/ledger-client.js';
 import { isLedgerError } from '../ledger/ledger-error.js';
 import { adoptRecorded, beginBody, beginFailure } from './begin-call.js';
 import { parseArguments, strictSchema, validationErrors } from './call-args.js';
@@ -204,7 +204,7 @@ export class ToolExecutor {
     });
     for (;;) {
       if (c.signal?.aborted) return notRun('CANCELLED', 'the call was cancelled before it ran');
-      let begun: BeginReply;
+      let begun: BeginResult;
       try {
         begun = await this.#ledger.begin(this.#scope, body, { signal: c.signal });
       } catch (err) {

@@ -31,12 +31,15 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** @deprecated The contract's `BeginBody` (the same type): `begin` takes that. */
+export type BeginInput = BeginBody;
+
 /**
  * What `begin` answered over HTTP: `acquired` (201/200), `pending_approval`
  * (202) or `replayed` (200), with the lease id that was sent. (The server's
- * own `BeginResult` is another thing: this is the client's view of the reply.)
+ * `BeginReply`, in src/ledger, is what its begin decided, not this.)
  */
-export interface BeginReply extends BeginResponse {
+export interface BeginResult extends BeginResponse {
   /** 201 new key, 200 re-entered or replayed, 202 pending approval. */
   httpStatus: number;
   /** The lease id that was sent: the one to use for lease-holder calls when acquired. */
@@ -72,7 +75,7 @@ export class LedgerClient {
    * `POST /v1/scopes/{scope}/operations`: register or re-enter an operation.
    * A `leaseId` is generated when the body has none, so begin is always safe to retry.
    */
-  async begin(scope: string, body: BeginBody, options: CallOptions = {}): Promise<BeginReply> {
+  async begin(scope: string, body: BeginBody, options: CallOptions = {}): Promise<BeginResult> {
     const leaseId = body.leaseId ?? randomUUID();
     const res = await this.#http.send<BeginResponse>({
       method: 'POST',

@@ -6,7 +6,7 @@
  */
 import type { BeginBody, Operation } from '../../contract/index.js';
 import type { ProbeResult } from '../executor/tool.js';
-import type { BeginReply } from '../ledger/ledger-client.js';
+import type { BeginResult } from '../ledger/ledger-client.js';
 
 const MARKER_PREFIX = 'reconciler-report/';
 
@@ -17,7 +17,7 @@ export type Finding = Exclude<ProbeResult, { status: 'unknown' }>;
 export interface HeldMarker {
   scope: string;
   reportKey: string;
-  reply: BeginReply;
+  reply: BeginResult;
   text: string | undefined;
 }
 
