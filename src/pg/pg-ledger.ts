@@ -25,6 +25,7 @@ import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import type pg from 'pg';
 import type { BeginBody, Effect, Operation } from '../contract/index.js';
+import { distributeOnCitus } from '../db/citus.js';
 import { clientDatabase, pgliteTxDatabase } from '../db/client-database.js';
 import type { Database } from '../db/database.js';
 import { isRerunnable } from '../db/errors.js';
@@ -98,6 +99,7 @@ export class PgLedger implements DownstreamLedger {
     try {
       await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
       await migratePg(drizzlePg({ client }), { migrationsFolder: MIGRATIONS_FOLDER });
+      await distributeOnCitus(client); // as migrate.ts does: a no-op without the extension
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
       client.release();
