@@ -25,7 +25,10 @@ export interface ClaimInput {
 
 /** A query runner on the transaction of a `transactional` claim. */
 export interface TxClient {
-  query<R = Record<string, unknown>>(text: string, params?: unknown[]): Promise<{ rows: R[] }>;
+  query<R = Record<string, unknown>>(
+    text: string,
+    params?: unknown[],
+  ): Promise<{ rows: R[]; rowCount?: number | null }>;
 }
 
 /** A live lease on an operation: the handler runs while it is held. */

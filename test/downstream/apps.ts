@@ -32,6 +32,8 @@ export class DrillState {
   /** Handler runs per key, of any route. */
   readonly runs = new Map<string, number>();
   readonly gate = new Map<string, Promise<void>>();
+  /** Milliseconds the ticket handler takes, for real (ungated) races. */
+  handlerDelayMs = 0;
   readonly throwAfterWrite = new Set<string>();
   /** The handler throws an error marked `notApplied` before writing. */
   readonly throwNotApplied = new Set<string>();
@@ -100,6 +102,7 @@ export const startFastifyDrillApp: DrillAppFactory = async (o) => {
       const key = req.idempotency?.key ?? String(req.headers['idempotency-key']);
       state.ran(key);
       await state.gate.get(key);
+      if (state.handlerDelayMs) await new Promise((r) => setTimeout(r, state.handlerDelayMs));
       if (state.throwNotApplied.has(key)) throw notApplied(new Error('refused before writing'));
       const t = newTicket(state, key, req.body.title);
       if (state.throwAfterWrite.has(key)) throw new Error('failed after the write');
@@ -161,6 +164,7 @@ export const startExpressDrillApp: DrillAppFactory = async (o) => {
     const key = req.idempotency?.key ?? String(req.headers['idempotency-key']);
     state.ran(key);
     await state.gate.get(key);
+    if (state.handlerDelayMs) await new Promise((r) => setTimeout(r, state.handlerDelayMs));
     if (state.throwNotApplied.has(key)) throw notApplied(new Error('refused before writing'));
     const t = newTicket(state, key, req.body.title);
     if (state.throwAfterWrite.has(key)) throw new Error('failed after the write');

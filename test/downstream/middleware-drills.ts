@@ -140,6 +140,28 @@ export function describeMiddlewareDrills(name: string, start: DrillAppFactory): 
       expect(svc.state.runs.get(key)).toBe(1);
     });
 
+    it('20 pairs sent at the same moment, 500 ms handler: never two tickets for one key', async () => {
+      svc.state.handlerDelayMs = 500;
+      try {
+        const keys = Array.from({ length: 20 }, () => k());
+        const answers = await Promise.all(
+          keys.flatMap((key) => [
+            post(svc.url, '/tickets', { title: 'pair' }, key),
+            post(svc.url, '/tickets', { title: 'pair' }, key),
+          ]),
+        );
+        for (const key of keys) expect(svc.state.ticketsOf(key)).toHaveLength(1);
+        // Each loser was told to wait, or (when it came after) got the replay.
+        for (const a of answers.filter((x) => x.status !== 201)) {
+          expect(a.status).toBe(409);
+          expect(a.json.code).toBe('OPERATION_IN_PROGRESS');
+          expect(a.headers.get('retry-after')).not.toBeNull();
+        }
+      } finally {
+        svc.state.handlerDelayMs = 0;
+      }
+    });
+
     it('write, then throw: one ticket, outcome_unknown, 409 OUTCOME_UNKNOWN (retryable false), never rerun', async () => {
       const key = k();
       svc.state.throwAfterWrite.add(key);
