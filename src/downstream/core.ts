@@ -88,14 +88,18 @@ export class IdempotencyCore<Req> {
     this.#methods = new Set((options.methods ?? DEFAULT_METHODS).map((m) => m.toUpperCase()));
   }
 
-  /** Whether this method may be intercepted at all. */
-  intercepts(method: string): boolean {
+  /**
+   * Whether a request is intercepted: never GET, HEAD or OPTIONS; otherwise a
+   * method of `methods`, or any method on a route that configures idempotency.
+   */
+  intercepts(method: string, routeConfig?: RouteIdempotency<Req> | false): boolean {
     const m = method.toUpperCase();
-    return !SAFE_METHODS.has(m) && this.#methods.has(m);
+    if (routeConfig === false || SAFE_METHODS.has(m)) return false;
+    return routeConfig !== undefined || this.#methods.has(m);
   }
 
   async enter(r: CoreRequest<Req>, routeConfig: RouteIdempotency<Req> | false | undefined): Promise<Entry> {
-    if (routeConfig === false || !this.intercepts(r.method)) return { kind: 'pass' };
+    if (!this.intercepts(r.method, routeConfig)) return { kind: 'pass' };
     const cfg: RouteIdempotency<Req> = { ...this.#options, ...routeConfig };
     const parsed = parseIdempotencyKey(r.keyHeader);
     if (!parsed.ok) {

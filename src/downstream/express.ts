@@ -108,7 +108,7 @@ export function idempotency(options: ExpressIdempotencyOptions): IdempotencyMidd
   const route =
     (config?: RouteIdempotency<Request> | false): RequestHandler =>
     (req: Request, res: Response, next: NextFunction) => {
-      if (!core.intercepts(req.method)) return next();
+      if (!core.intercepts(req.method, config)) return next();
       const pattern = req.route?.path
         ? `${req.baseUrl}${String(req.route.path)}`
         : `${req.baseUrl}${req.path}`;

@@ -51,7 +51,8 @@ async function plugin(app: FastifyInstance, options: FastifyIdempotencyOptions):
 
   app.addHook('preHandler', async (request, reply) => {
     const route = request.routeOptions.url;
-    if (route === undefined || request.is404 || !core.intercepts(request.method)) return;
+    const config = request.routeOptions.config?.idempotency;
+    if (route === undefined || request.is404 || !core.intercepts(request.method, config)) return;
     const incoming: CoreRequest<FastifyRequest> = {
       req: request,
       method: request.method,
@@ -60,7 +61,7 @@ async function plugin(app: FastifyInstance, options: FastifyIdempotencyOptions):
       body: request.body,
       log: request.log,
     };
-    const entry = await core.enter(incoming, request.routeOptions.config?.idempotency);
+    const entry = await core.enter(incoming, config);
     if (entry.kind === 'pass') return;
     if (entry.kind === 'answer') return send(reply, entry.response);
     request.idempotency = entry.run.idempotency;

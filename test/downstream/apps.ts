@@ -129,6 +129,10 @@ export const startFastifyDrillApp: DrillAppFactory = async (o) => {
     },
   );
   app.post('/echo', async (req) => ({ idempotency: req.idempotency ?? null }));
+  app.put('/things/:id', { config: { idempotency: { effect: 'idempotent_write' } } }, async (req) => {
+    state.ran(req.idempotency?.key);
+    return { put: true };
+  });
   app.get<{ Params: { id: string } }>('/tickets/:id', async (req, reply) => {
     state.ran(req.headers['idempotency-key'] as string | undefined);
     const t = state.tickets.find((x) => x.id === req.params.id);
@@ -183,6 +187,10 @@ export const startExpressDrillApp: DrillAppFactory = async (o) => {
     state.ran(req.idempotency?.key);
     await state.gate.get(req.idempotency!.key);
     res.json({ slow: 'done' });
+  });
+  app.put('/things/:id', idem.route({ effect: 'idempotent_write' }), (req, res) => {
+    state.ran(req.idempotency?.key);
+    res.json({ put: true });
   });
   app.post('/echo', idem, (req, res) => {
     res.json({ idempotency: req.idempotency ?? null });

@@ -230,6 +230,20 @@ export function describeMiddlewareDrills(name: string, start: DrillAppFactory): 
       expect(op.metadata).toEqual({ method: 'POST', route: '/echo' });
     });
 
+    it('a method outside the defaults (PUT) is intercepted where the route configures idempotency; route pattern fingerprinted', async () => {
+      const key = k();
+      const send = () =>
+        fetch(`${svc.url}/things/42`, {
+          method: 'PUT',
+          headers: { 'content-type': 'application/json', 'idempotency-key': key },
+          body: '{}',
+        });
+      expect((await send()).headers.get('idempotent-replayed')).toBeNull();
+      expect((await send()).headers.get('idempotent-replayed')).toBe('true');
+      expect(svc.state.runs.get(key)).toBe(1);
+      expect((await L.ledger.get(SCOPE, key)).metadata).toEqual({ method: 'PUT', route: '/things/:id' });
+    });
+
     it('GET is never intercepted, even with a key', async () => {
       const key = k();
       const res = await fetch(`${svc.url}/tickets/none`, { headers: { 'idempotency-key': key } });
