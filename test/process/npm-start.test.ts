@@ -21,7 +21,7 @@ afterAll(() => {
   if (serverPid && alive(serverPid)) process.kill(serverPid, 'SIGKILL');
 });
 
-it('SIGTERM to npm stops the server it started', { timeout: 2 * START_MS }, async () => {
+it('SIGTERM to npm stops the server it started', { timeout: 3 * START_MS }, async () => {
   const e = await engineEnv();
   // npm itself, as an operator types it (its prestart builds dist/ first).
   const npm = new ServiceProcess(await freePort(), e.env, ['npm', 'start']);

@@ -9,7 +9,6 @@ import { createServer, type Server, type Socket, connect as tcpConnect } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { vi } from 'vitest';
 import { freePort, ROOT } from '../drills/support/replica.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { currentEngine } from '../support/engine.js';
@@ -85,26 +84,39 @@ export class ServiceProcess {
 
   /** Resolves when `path` answers `status`; fails at once if the process exits. */
   async waitFor(path: string, status: number, timeout = START_MS): Promise<void> {
-    await vi.waitFor(
+    let last = 0;
+    await this.#until(
       async () => {
-        if (!this.running) throw new Error(`the process exited:\n${this.tail()}`);
-        const s = await this.status(path);
-        if (s !== status) throw new Error(`${path} answered ${s}, waiting for ${status}:\n${this.tail()}`);
+        last = await this.status(path);
+        return last === status;
       },
-      { timeout, interval: 100 },
+      timeout,
+      () => `${path} answered ${last}, waiting for ${status}`,
     );
   }
 
-  /** Resolves when a line matching `re` was printed. */
+  /** Resolves with the first line matching `re`; fails at once if the process exits without one. */
   async waitForLine(re: RegExp, timeout = START_MS): Promise<string> {
-    return vi.waitFor(
-      () => {
-        const line = this.lines.find((l) => re.test(l));
-        if (!line) throw new Error(`no line matching ${re}:\n${this.tail()}`);
-        return line;
+    let line: string | undefined;
+    await this.#until(
+      async () => {
+        line = this.lines.find((l) => re.test(l));
+        return line !== undefined;
       },
-      { timeout, interval: 50 },
+      timeout,
+      () => `no line matching ${re}`,
     );
+    return line!;
+  }
+
+  async #until(done: () => Promise<boolean>, timeout: number, what: () => string): Promise<void> {
+    const deadline = Date.now() + timeout;
+    for (;;) {
+      if (await done()) return;
+      if (!this.running) throw new Error(`${what()}, and the process exited:\n${this.tail()}`);
+      if (Date.now() > deadline) throw new Error(`${what()} after ${timeout} ms:\n${this.tail()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
 
   /** The `msg` of every JSON log line (other lines as they are). */
