@@ -54,22 +54,28 @@ export const LeaseView = Type.Object(
     owner: Nullable(Type.String()),
     dispatchedAt: Nullable(Timestamp),
   },
-  { description: 'the current lease; its id is a secret returned only to the acquirer' },
+  { $id: 'LeaseView', description: 'the current lease; its id is a secret returned only to the acquirer' },
 );
 
-export const ApprovalView = Type.Object({
-  state: Type.Enum(['pending', 'approved', 'rejected', 'expired']),
-  deadline: Timestamp,
-  decidedBy: Nullable(Type.String()),
-  decidedAt: Nullable(Timestamp),
-  note: Nullable(Type.String()),
-});
+export const ApprovalView = Type.Object(
+  {
+    state: Type.Enum(['pending', 'approved', 'rejected', 'expired']),
+    deadline: Timestamp,
+    decidedBy: Nullable(Type.String()),
+    decidedAt: Nullable(Timestamp),
+    note: Nullable(Type.String()),
+  },
+  { $id: 'ApprovalView' },
+);
 
-export const ResolutionView = Type.Object({
-  by: Type.String(),
-  at: Timestamp,
-  note: Type.String(),
-});
+export const ResolutionView = Type.Object(
+  {
+    by: Type.String(),
+    at: Timestamp,
+    note: Type.String(),
+  },
+  { $id: 'ResolutionView' },
+);
 
 export const Operation = Type.Object(
   {
@@ -81,8 +87,8 @@ export const Operation = Type.Object(
     status: StatusSchema,
     attempt: Type.Integer({ minimum: 0, description: 'fencing number' }),
     lease: Nullable(LeaseView),
-    request: Nullable(Type.Unknown()),
-    result: Nullable(Type.Unknown()),
+    request: Type.Unknown({ description: 'the canonical request JSON, or null' }),
+    result: Type.Unknown({ description: 'the stored result JSON, or null' }),
     approval: Nullable(ApprovalView),
     metadata: Type.Record(Type.String(), Type.Unknown()),
     resolution: Nullable(ResolutionView),
@@ -96,11 +102,14 @@ export const Operation = Type.Object(
 export type Operation = Static<typeof Operation>;
 
 /** Returned only to the acquirer of a lease. */
-export const Lease = Type.Object({
-  id: Uuid,
-  attempt: Type.Integer({ minimum: 1 }),
-  expiresAt: Timestamp,
-});
+export const Lease = Type.Object(
+  {
+    id: Uuid,
+    attempt: Type.Integer({ minimum: 1 }),
+    expiresAt: Timestamp,
+  },
+  { $id: 'Lease' },
+);
 export type Lease = Static<typeof Lease>;
 
 export const BEGIN_OUTCOMES = ['acquired', 'pending_approval', 'replayed'] as const;
@@ -144,19 +153,43 @@ export const BeginBody = Type.Object(
     metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     retentionMs: Type.Optional(Type.Integer(RETENTION_MS)),
   },
-  { additionalProperties: false },
+  {
+    $id: 'BeginBody',
+    additionalProperties: false,
+    // Swagger UI sends the first example as is: it must be a body the service accepts.
+    examples: [
+      {
+        key: 'session-42/turn-3/call-7',
+        request: { orderId: 'ORD-1002', amount: 30 },
+        effect: 'non_idempotent_write',
+        leaseMs: 30000,
+        owner: 'worker-7',
+        metadata: { tool: 'cancel_order', sessionId: 'session-42' },
+      },
+    ],
+  },
 );
 export type BeginBody = Static<typeof BeginBody>;
 
-export const BeginResponse = Type.Object({
-  outcome: Type.Enum(BEGIN_OUTCOMES),
-  operation: Operation,
-  lease: Type.Optional(Lease),
-  recovered: Type.Optional(Type.Boolean()),
-});
+export const BeginResponse = Type.Object(
+  {
+    outcome: Type.Enum(BEGIN_OUTCOMES),
+    operation: Operation,
+    lease: Type.Optional(Lease),
+    recovered: Type.Optional(Type.Boolean()),
+  },
+  { $id: 'BeginResponse' },
+);
 export type BeginResponse = Static<typeof BeginResponse>;
 
-export const LeaseBody = Type.Object({ leaseId: LeaseId }, { additionalProperties: false });
+export const LeaseBody = Type.Object(
+  { leaseId: LeaseId },
+  {
+    $id: 'LeaseBody',
+    additionalProperties: false,
+    examples: [{ leaseId: 'c0a80f3e-5b7d-4c1a-9e2f-0d1c2b3a4f5e' }],
+  },
+);
 export type LeaseBody = Static<typeof LeaseBody>;
 
 /** release and unknown: why the lease ended, recorded in the event's detail. */
@@ -171,13 +204,21 @@ export const LeaseEndBody = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  {
+    $id: 'LeaseEndBody',
+    additionalProperties: false,
+    examples: [{ leaseId: 'c0a80f3e-5b7d-4c1a-9e2f-0d1c2b3a4f5e', reason: 'validation failed, never sent' }],
+  },
 );
 export type LeaseEndBody = Static<typeof LeaseEndBody>;
 
 export const HeartbeatBody = Type.Object(
   { leaseId: LeaseId, leaseMs: Type.Optional(Type.Integer(LEASE_MS)) },
-  { additionalProperties: false },
+  {
+    $id: 'HeartbeatBody',
+    additionalProperties: false,
+    examples: [{ leaseId: 'c0a80f3e-5b7d-4c1a-9e2f-0d1c2b3a4f5e', leaseMs: 60000 }],
+  },
 );
 export type HeartbeatBody = Static<typeof HeartbeatBody>;
 
@@ -187,7 +228,13 @@ export const CompleteBody = Type.Object(
     status: Type.Enum(['succeeded', 'failed']),
     result: Type.Optional(Type.Unknown()),
   },
-  { additionalProperties: false },
+  {
+    $id: 'CompleteBody',
+    additionalProperties: false,
+    examples: [
+      { leaseId: 'c0a80f3e-5b7d-4c1a-9e2f-0d1c2b3a4f5e', status: 'succeeded', result: { ticket: 'T-1001' } },
+    ],
+  },
 );
 export type CompleteBody = Static<typeof CompleteBody>;
 
@@ -195,13 +242,13 @@ export const Note = Type.String({ minLength: 1, maxLength: LIMITS.noteChars });
 
 export const ApproveBody = Type.Object(
   { fingerprint: Type.Optional(Fingerprint), note: Type.Optional(Note) },
-  { additionalProperties: false },
+  { $id: 'ApproveBody', additionalProperties: false, examples: [{ note: 'refund under the limit' }] },
 );
 export type ApproveBody = Static<typeof ApproveBody>;
 
 export const RejectBody = Type.Object(
   { note: Type.Optional(Note), result: Type.Optional(Type.Unknown()) },
-  { additionalProperties: false },
+  { $id: 'RejectBody', additionalProperties: false, examples: [{ note: 'duplicate of ORD-1001' }] },
 );
 export type RejectBody = Static<typeof RejectBody>;
 
@@ -212,15 +259,22 @@ export const ResolveBody = Type.Object(
     result: Type.Optional(Type.Unknown()),
     expectedAttempt: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_ATTEMPT })),
   },
-  { additionalProperties: false },
+  {
+    $id: 'ResolveBody',
+    additionalProperties: false,
+    examples: [{ status: 'failed', note: 'checked upstream: never charged', expectedAttempt: 1 }],
+  },
 );
 export type ResolveBody = Static<typeof ResolveBody>;
 
 /** Lease-holder and operator calls answer `{ operation, lease? }`. */
-export const OperationResponse = Type.Object({
-  operation: Operation,
-  lease: Type.Optional(Lease),
-});
+export const OperationResponse = Type.Object(
+  {
+    operation: Operation,
+    lease: Type.Optional(Lease),
+  },
+  { $id: 'OperationResponse' },
+);
 export type OperationResponse = Static<typeof OperationResponse>;
 
 export const EVENT_TYPES = [
@@ -243,16 +297,19 @@ export const EVENT_TYPES = [
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
-export const OperationEvent = Type.Object({
-  type: Type.Enum(EVENT_TYPES),
-  at: Timestamp,
-  actor: Type.String(),
-  attempt: Type.Integer(),
-  detail: Type.Record(Type.String(), Type.Unknown()),
-});
+export const OperationEvent = Type.Object(
+  {
+    type: Type.Enum(EVENT_TYPES),
+    at: Timestamp,
+    actor: Type.String(),
+    attempt: Type.Integer(),
+    detail: Type.Record(Type.String(), Type.Unknown()),
+  },
+  { $id: 'OperationEvent' },
+);
 export type OperationEvent = Static<typeof OperationEvent>;
 
-export const EventsResponse = Type.Object({ events: Type.Array(OperationEvent) });
+export const EventsResponse = Type.Object({ events: Type.Array(OperationEvent) }, { $id: 'EventsResponse' });
 export type EventsResponse = Static<typeof EventsResponse>;
 
 export const ListQuery = Type.Object(
@@ -268,16 +325,22 @@ export const ListQuery = Type.Object(
 );
 export type ListQuery = Static<typeof ListQuery>;
 
-export const ListResponse = Type.Object({
-  items: Type.Array(Operation),
-  nextCursor: Nullable(Type.String()),
-});
+export const ListResponse = Type.Object(
+  {
+    items: Type.Array(Operation),
+    nextCursor: Nullable(Type.String()),
+  },
+  { $id: 'ListResponse' },
+);
 export type ListResponse = Static<typeof ListResponse>;
 
-export const ScopeStats = Type.Object({
-  scope: Type.String(),
-  counts: Type.Record(Type.String(), Type.Integer()),
-  oldestOutcomeUnknownAgeMs: Nullable(Type.Integer()),
-});
-export const StatsResponse = Type.Object({ scopes: Type.Array(ScopeStats) });
+export const ScopeStats = Type.Object(
+  {
+    scope: Type.String(),
+    counts: Type.Record(Type.String(), Type.Integer()),
+    oldestOutcomeUnknownAgeMs: Nullable(Type.Integer()),
+  },
+  { $id: 'ScopeStats' },
+);
+export const StatsResponse = Type.Object({ scopes: Type.Array(ScopeStats) }, { $id: 'StatsResponse' });
 export type StatsResponse = Static<typeof StatsResponse>;

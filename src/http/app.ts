@@ -16,7 +16,7 @@ import Fastify, {
 import { Type } from 'typebox';
 import { KeyStore } from '../auth/keys.js';
 import { consolePlugin } from '../console/plugin.js';
-import { LIMITS, Problem } from '../contract/index.js';
+import { LIMITS } from '../contract/index.js';
 import type { Database } from '../db/database.js';
 import { migrationsApplied } from '../db/migrate.js';
 import { IdemError } from '../errors.js';
@@ -24,8 +24,10 @@ import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { registerAuth } from './auth.js';
 import { clientErrorHandler, requireHost } from './client-errors.js';
 import { registerJsonBody } from './json-body.js';
+import { openapiOptions, SHARED_SCHEMAS } from './openapi.js';
 import { errorHandler, sendProblem, toIdemError } from './problem.js';
 import { registerRateLimit } from './rate-limit.js';
+import { answer, problemResponses } from './routes/common.js';
 import { operationRoutes } from './routes/operations.js';
 import { operatorRoutes } from './routes/operator.js';
 import { registerValidation } from './validation.js';
@@ -91,6 +93,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   } as FastifyServerOptions) as unknown as FastifyInstance;
 
   registerValidation(app);
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   registerJsonBody(app);
   app.setErrorHandler(errorHandler);
   app.addHook('onRequest', requireHost);
@@ -121,22 +124,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     if (call && reply.statusCode === 200) metrics.transitions.inc({ call });
   });
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'Idem ledger',
-        version: VERSION,
-        description:
-          'A Postgres ledger that makes retries safe. Errors are RFC 9457 application/problem+json ' +
-          'with `code` and `retryable`. See README.md for the choices made where the contract is silent.',
-      },
-      components: {
-        securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
-      },
-      security: [{ bearer: [] }],
-    },
-  });
+  await app.register(swagger, openapiOptions(VERSION));
   await app.register(swaggerUi, { routePrefix: '/docs' });
   registerAuth(app, keys);
   if (opts.rateLimit) registerRateLimit(app, opts.rateLimit.perSecond, opts.rateLimit.burst);
@@ -149,14 +137,30 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     migrated = true;
   });
 
-  app.get('/healthz', { schema: { tags: ['service'], summary: 'liveness' } }, async () => ({ status: 'ok' }));
+  // Probes are public (no key): `security: []`. A malformed request (no Host) is 400 even here.
+  const Status = Type.Object({ status: Type.String() });
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        operationId: 'healthz',
+        tags: ['service'],
+        summary: 'liveness',
+        security: [],
+        response: { 200: answer(Status, 'the process is up'), ...problemResponses([400]) },
+      },
+    },
+    async () => ({ status: 'ok' }),
+  );
   app.get(
     '/readyz',
     {
       schema: {
+        operationId: 'readyz',
         tags: ['service'],
         summary: 'readiness: database reachable and migrations applied',
-        response: { 200: Type.Object({ status: Type.String() }), 503: Problem },
+        security: [],
+        response: { 200: answer(Status, 'ready to serve'), ...problemResponses([400, 503]) },
       },
     },
     async () => {

@@ -10,6 +10,7 @@
 import { Ajv, type ErrorObject } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
+import { BODY_SCHEMAS } from './openapi.js';
 import { findBadValue } from './value-rule.js';
 
 /**
@@ -39,6 +40,8 @@ function makeAjv(coerce: boolean) {
   });
   (addFormats as unknown as { default: (a: Ajv) => void }).default(ajv);
   readableDateTime(ajv);
+  // The routes refer to their bodies by `$id` (so openapi.yaml names them).
+  for (const schema of BODY_SCHEMAS) ajv.addSchema(schema);
   return ajv;
 }
 

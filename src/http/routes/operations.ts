@@ -22,7 +22,8 @@ import { begin } from '../../ledger/begin.js';
 import * as holder from '../../ledger/holder.js';
 import { eventsOf, getById, getByKey } from '../../ledger/read.js';
 import { access, authorize } from '../auth.js';
-import { KeyParams, problems, ScopeParams } from './common.js';
+import { ref } from '../openapi.js';
+import { answer, HEADERS, KeyParams, problems, ScopeParams } from './common.js';
 
 const IdParams = Type.Object({ id: Uuid });
 
@@ -56,12 +57,16 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
         summary: 'begin: register an operation or re-enter it',
         tags,
         params: ScopeParams,
-        body: BeginBody,
+        body: ref(BeginBody),
         response: {
-          200: BeginResponse,
-          201: BeginResponse,
-          202: BeginResponse,
-          ...problems(400, 401, 403, 409, 413, 422, 503),
+          200: answer(BeginResponse, 'replayed: the stored outcome (no lease)', HEADERS.replayed),
+          201: answer(BeginResponse, 'acquired: a lease for the caller, who runs the effect'),
+          202: answer(
+            BeginResponse,
+            'pending_approval: an operator must approve it first',
+            HEADERS.retryAfter,
+          ),
+          ...problems(400, 403, 409, 413, 415, 422),
         },
       },
     },
@@ -86,7 +91,7 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
         summary: 'read an operation by scope and key (rule A applied)',
         tags,
         params: KeyParams,
-        response: { 200: OperationResponse, ...problems(400, 401, 403, 404, 503) },
+        response: { 200: answer(OperationResponse, 'the operation'), ...problems(400, 403, 404) },
       },
     },
     async (request) => {
@@ -104,7 +109,7 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
         summary: 'read an operation by id',
         tags,
         params: IdParams,
-        response: { 200: OperationResponse, ...problems(400, 401, 404, 503) },
+        response: { 200: answer(OperationResponse, 'the operation'), ...problems(400, 404) },
       },
     },
     async (request) => {
@@ -125,7 +130,7 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
         summary: 'the append-only event log of an operation, oldest first',
         tags,
         params: KeyParams,
-        response: { 200: EventsResponse, ...problems(400, 401, 403, 404, 503) },
+        response: { 200: answer(EventsResponse, 'the events, oldest first'), ...problems(400, 403, 404) },
       },
     },
     async (request) => {
@@ -151,8 +156,11 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
           summary,
           tags: ['lease holder'],
           params: KeyParams,
-          body,
-          response: { 200: OperationResponse, ...problems(400, 401, 403, 404, 409, 413, 503) },
+          body: ref(body),
+          response: {
+            200: answer(OperationResponse, 'the operation after the call'),
+            ...problems(400, 403, 404, 409, 413, 415),
+          },
         },
       },
       async (request) => {

@@ -20,7 +20,8 @@ import * as operator from '../../ledger/operator.js';
 import { listPage, openCounts } from '../../ledger/read.js';
 import { access } from '../auth.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
-import { KeyParams, problems } from './common.js';
+import { ref } from '../openapi.js';
+import { answer, KeyParams, problems } from './common.js';
 
 export function operatorRoutes(app: FastifyInstance, db: Database): void {
   const route = <B>(
@@ -39,8 +40,11 @@ export function operatorRoutes(app: FastifyInstance, db: Database): void {
           summary,
           tags: ['operator'],
           params: KeyParams,
-          body,
-          response: { 200: OperationResponse, ...problems(400, 401, 403, 404, 409, 413, 503) },
+          body: ref(body),
+          response: {
+            200: answer(OperationResponse, 'the operation after the decision'),
+            ...problems(400, 403, 404, 409, 413, 415),
+          },
         },
       },
       async (request) => {
@@ -73,7 +77,10 @@ export function operatorRoutes(app: FastifyInstance, db: Database): void {
         summary: "list operations in the caller's scopes, oldest first, keyset-paginated",
         tags: ['operations'],
         querystring: ListQuery,
-        response: { 200: ListResponse, ...problems(400, 401, 403, 503) },
+        response: {
+          200: answer(ListResponse, 'one page; nextCursor is null on the last'),
+          ...problems(400, 403),
+        },
       },
     },
     async (request) => {
@@ -103,7 +110,7 @@ export function operatorRoutes(app: FastifyInstance, db: Database): void {
         operationId: 'stats',
         summary: 'per scope: counts of open operations, age of the oldest outcome_unknown (operator)',
         tags: ['operator'],
-        response: { 200: StatsResponse, ...problems(401, 403, 503) },
+        response: { 200: answer(StatsResponse, 'open operations per scope'), ...problems(403) },
       },
     },
     async (request) => {
