@@ -26,6 +26,8 @@ let close: () => Promise<void>;
 let url: string;
 if (env.NOTES_DATABASE_URL) {
   const pool = new pg.Pool({ connectionString: env.NOTES_DATABASE_URL, max: 8 });
+  // An idle client whose server went away emits 'error'; unhandled, it would end the process.
+  pool.on('error', (err) => console.error(`database: ${err.message}`));
   const integration = env.NOTE_INTEGRATION === 'middleware' ? 'middleware' : 'once';
   const service = await startNoteService({ pool, integration, ...common });
   url = service.url;

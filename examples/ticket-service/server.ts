@@ -23,6 +23,8 @@ let store: MemoryTicketStore | PgTicketStore;
 let pool: pg.Pool | undefined;
 if (env.TICKETS_DATABASE_URL) {
   pool = new pg.Pool({ connectionString: env.TICKETS_DATABASE_URL, max: 8 });
+  // An idle client whose server went away emits 'error'; unhandled, it would end the process.
+  pool.on('error', (err) => console.error(`database: ${err.message}`));
   const pgLedger = new PgLedger({ pool, actor: 'ticket-service' });
   await pgLedger.migrate();
   const pgStore = new PgTicketStore(pool);
