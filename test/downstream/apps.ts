@@ -117,7 +117,7 @@ export const startFastifyDrillApp: DrillAppFactory = async (o) => {
     state.ran(req.idempotency?.key);
     if (req.idempotency && state.fail503.delete(req.idempotency.key))
       return reply.code(503).send({ down: true });
-    return { refreshed: true };
+    return { refreshed: true, attempt: req.idempotency?.attempt, recovered: req.idempotency?.recovered };
   });
   app.post(
     '/slow',
@@ -181,7 +181,7 @@ export const startExpressDrillApp: DrillAppFactory = async (o) => {
       res.status(503).json({ down: true });
       return;
     }
-    res.json({ refreshed: true });
+    res.json({ refreshed: true, attempt: req.idempotency?.attempt, recovered: req.idempotency?.recovered });
   });
   app.post('/slow', idem.route({ leaseMs: 1000, effect: 'non_idempotent_write' }), async (req, res) => {
     state.ran(req.idempotency?.key);

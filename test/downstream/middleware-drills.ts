@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fingerprintOf } from '../../src/downstream/core.js';
 import { type Ledger, SETUP_TIMEOUT_MS, startLedger } from '../client/support.js';
 import type { DrillApp, DrillAppFactory } from './apps.js';
 
@@ -197,6 +198,26 @@ export function describeMiddlewareDrills(name: string, start: DrillAppFactory): 
       expect(second).toMatchObject({ status: 200, json: { refreshed: true } });
       expect((await post(svc.url, '/refresh', {}, key)).headers.get('idempotent-replayed')).toBe('true');
       expect(svc.state.runs.get(key)).toBe(2);
+    });
+
+    it('an idempotent_write whose holder died: once its lease runs out the next request runs it, recovered', async () => {
+      const key = k();
+      // What a crashed replica of this service left: a dispatched lease on the same fingerprint.
+      const fingerprint = fingerprintOf({ method: 'POST', route: '/refresh', body: {} });
+      await L.ledger.begin(SCOPE, {
+        key,
+        fingerprint,
+        effect: 'idempotent_write',
+        leaseMs: 1000,
+        dispatch: true,
+      });
+      let r = await post(svc.url, '/refresh', {}, key);
+      for (let i = 0; r.status === 409 && r.json.code === 'OPERATION_IN_PROGRESS' && i < 200; i++) {
+        await new Promise((res) => setTimeout(res, 50));
+        r = await post(svc.url, '/refresh', {}, key);
+      }
+      expect(r).toMatchObject({ status: 200, json: { refreshed: true, attempt: 2, recovered: true } });
+      expect(svc.state.runs.get(key)).toBe(1);
     });
 
     it('no key on a required route: 400 IDEMPOTENCY_KEY_MISSING; on an optional route it runs unguarded', async () => {
