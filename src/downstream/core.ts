@@ -205,6 +205,8 @@ export class IdempotencyCore<Req> {
           () => {
             claim.heartbeat(at.leaseMs).catch((err) => {
               log.warn({ ...logCtx, err: errText(err) }, 'idempotency: heartbeat failed');
+              // Superseded or lapsed: no heartbeat can bring the lease back.
+              if ((err as { code?: unknown }).code === 'LEASE_LOST') clearInterval(timer);
             });
           },
           Math.max(250, Math.floor(at.leaseMs / 3)),
