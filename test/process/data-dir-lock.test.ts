@@ -25,15 +25,20 @@ it('a second process on the folder exits with one line naming it; the first keep
 }, async () => {
   const first = await start();
   await first.waitFor('/readyz', 200);
-  expect(existsSync(lockPath(dataDir))).toBe(true);
 
   const second = await start();
-  const { code } = await second.exited;
-  expect(code, second.tail()).toBe(2);
+  // Headroom for a slow start, not a timing assertion: without the lock it never exits.
+  const ended = await Promise.race([
+    second.exited,
+    new Promise<'still running'>((r) => setTimeout(() => r('still running'), START_MS).unref()),
+  ]);
+  expect(ended, `the second process opened the folder too:\n${second.tail()}`).not.toBe('still running');
+  expect((ended as { code: number | null }).code, second.tail()).toBe(2);
   expect(second.lines, second.tail()).toHaveLength(1);
   expect(second.lines[0]).toContain(dataDir);
   expect(second.lines[0]).toMatch(/^idem: IDEM_DATA_DIR .* in use by another idem process \(pid \d+\)/);
   expect(await first.status('/readyz')).toBe(200);
+  expect(existsSync(lockPath(dataDir))).toBe(true);
 
   // kill -9 leaves the lock behind; its pid is gone, so the next start takes it over.
   first.proc.kill('SIGKILL');
