@@ -38,12 +38,24 @@ export async function migrateDatabase(db: Database, databaseUrl?: string): Promi
   const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 10_000 });
   await client.connect();
   try {
+    await migrateOnClient(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * The migrations on one dedicated connection (a session advisory lock must be
+ * held and released on the same one): the service's start and `idem/pg`'s
+ * `PgLedger.migrate()` serialise on the same lock.
+ */
+export async function migrateOnClient(client: pg.Client | pg.PoolClient): Promise<void> {
+  try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     await migratePg(drizzlePg({ client }), { migrationsFolder: MIGRATIONS_FOLDER });
     await distributeOnCitus(client);
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
-    await client.end();
   }
 }
 

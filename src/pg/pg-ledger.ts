@@ -21,15 +21,12 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PGlite } from '@electric-sql/pglite';
-import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
-import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import type pg from 'pg';
 import type { BeginBody, Effect, Operation } from '../contract/index.js';
-import { distributeOnCitus } from '../db/citus.js';
 import { clientDatabase, pgliteTxDatabase } from '../db/client-database.js';
 import type { Database } from '../db/database.js';
 import { isRerunnable } from '../db/errors.js';
-import { MIGRATIONS_FOLDER, migrateDatabase } from '../db/migrate.js';
+import { migrateDatabase, migrateOnClient } from '../db/migrate.js';
 import type { Claim, ClaimInput, ClaimOutcome, DownstreamLedger, TxClient } from '../downstream/ledger.js';
 import { IdemError } from '../errors.js';
 import { type BeginReply, begin } from '../ledger/begin.js';
@@ -69,8 +66,6 @@ export interface OnceResult<T> {
 const TX_RERUNS = 4;
 /** Seconds a caller waits before asking again about an operation waiting for approval. */
 const PENDING_RETRY_AFTER_S = 5;
-/** An arbitrary constant; must equal `MIGRATION_LOCK` of `db/migrate.ts` (both serialise migrations). */
-const MIGRATION_LOCK = 7_220_614_001;
 
 /** The in-transaction ledger. Also a `ledger` for `idem/fastify` and `idem/express`. */
 export class PgLedger implements DownstreamLedger {
@@ -97,11 +92,8 @@ export class PgLedger implements DownstreamLedger {
     if (!this.#pool) return migrateDatabase(this.#db);
     const client = await this.#pool.connect();
     try {
-      await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
-      await migratePg(drizzlePg({ client }), { migrationsFolder: MIGRATIONS_FOLDER });
-      await distributeOnCitus(client); // as migrate.ts does: a no-op without the extension
+      await migrateOnClient(client);
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
       client.release();
     }
   }
