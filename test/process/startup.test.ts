@@ -4,6 +4,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { onPostgres } from '../support/engine.js';
 import { emptyDatabase, freePort, Gate, ServiceProcess, START_MS, tempDir } from './support.js';
@@ -62,6 +63,29 @@ describe.skipIf(!onPostgres())(
       });
       return { status: r.status, body: (await r.json()) as { code?: string } };
     };
+
+    it('a migration that fails stops the process: one line, exit 1, no stack', {
+      timeout: START_MS,
+    }, async () => {
+      const empty = await emptyDatabase();
+      try {
+        // Something already named like the ledger's table: the first migration cannot create it.
+        const c = new pg.Client({ connectionString: empty.url });
+        await c.connect();
+        await c.query('CREATE TABLE idem_operations (x int)');
+        await c.end();
+        const p = new ServiceProcess(await freePort(), { DATABASE_URL: empty.url });
+        const { code } = await p.exited;
+        expect(code, p.tail()).toBe(1);
+        const fatal = p.lines.filter((l) => l.includes('cannot start'));
+        expect(fatal, p.tail()).toHaveLength(1);
+        expect(JSON.parse(fatal[0]!)).toMatchObject({ level: 60, code: '42P07' });
+        expect(fatal[0]).toContain('idem_operations');
+        expect(p.lines.filter((l) => STACK.test(l) || l.includes('"stack"'))).toEqual([]);
+      } finally {
+        await empty.drop();
+      }
+    });
 
     it('listens at once, waits with backoff, then migrates and serves; a later outage is logged once', {
       timeout: 4 * START_MS,
