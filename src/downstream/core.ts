@@ -1,6 +1,6 @@
 /**
  * The shared core of `idem/fastify` and `idem/express`: what a request with
- * an `Idempotency-Key` comes to (downstream.md section 1). The adapters only
+ * an `Idempotency-Key` comes to (docs/downstream.md, section 1). The adapters only
  * translate their framework's request and response to this and back.
  *
  *   enter ──▶ not intercepted (method, no key on an optional route) ──▶ handler, unguarded

@@ -1,6 +1,6 @@
 /**
  * `PgLedger`: the ledger as a library inside a downstream service's own
- * Postgres transaction (downstream.md section 2). `once()` registers the
+ * Postgres transaction (docs/downstream.md, section 2). `once()` registers the
  * operation, runs the service's writes and stores the result in ONE
  * transaction on one connection, so "the note is saved" and "this key is
  * done" commit or roll back together.

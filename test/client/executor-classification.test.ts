@@ -1,5 +1,5 @@
 /**
- * The classification table of tool-executor.md, row by row, against the real
+ * The classification table (docs/executor.md), row by row, against the real
  * ledger over HTTP: each test checks the record, the model text, the ledger's
  * state and how often the fake downstream was hit.
  */

@@ -1,5 +1,5 @@
 /**
- * Drill D1 (seed 002) with the ticket service as a real process on
+ * Drill D1 (seed 002, docs/drills.md) with the ticket service as a real process on
  * idem/fastify: over the remote ledger (tickets in a file) and on idem/pg
  * (tickets in a table committed with the stored response). SIGKILL before
  * the write, after it and after the commit, a restart of every process;

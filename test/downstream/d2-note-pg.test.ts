@@ -1,5 +1,5 @@
 /**
- * Drill D2 (seed 004) on idem/pg, through `PgLedger.once` and through the
+ * Drill D2 (seed 004, docs/drills.md) on idem/pg, through `PgLedger.once` and through the
  * fastify plugin's transactional route: the note service as a real process,
  * killed before and after the commit, raced, reused and restarted; notes
  * counted in its own table.

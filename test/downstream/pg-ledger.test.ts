@@ -1,5 +1,5 @@
 /**
- * `PgLedger.once` (downstream.md section 2), on a real database: one
+ * `PgLedger.once` (docs/downstream.md, section 2), on a real database: one
  * transaction holds the operation and the service's own write; a throw
  * leaves neither; a concurrent duplicate waits on the unique key (Postgres
  * only: PGlite runs one transaction at a time, so nothing can overlap).

@@ -1,5 +1,5 @@
 /**
- * Drill B1 (drills.md) for every endpoint that exists: begin, get by key, get
+ * Drill B1 (docs/drills.md) for every endpoint that exists: begin, get by key, get
  * by id, dispatch, heartbeat, complete, release, unknown, events. Every bad
  * request must get a 4xx RFC 9457 problem with a `code` and `retryable`, never
  * a 5xx, never a stack trace or SQL text, and must write NOTHING: the rows and

@@ -1,5 +1,5 @@
 /**
- * Drills F1 and F2 (drills.md) and fencing under races: many begins on one key
+ * Drills F1 and F2 (docs/drills.md) and fencing under races: many begins on one key
  * from three service replicas, each with its own pool, on ONE database.
  *
  * Postgres only: the embedded engine (PGlite) is one process that serialises

@@ -4,7 +4,7 @@
  *
  * Cancellation is cooperative: a tool that ignores the signal keeps running
  * after the executor has stopped waiting for it (the "timed-out attempt keeps
- * running" case of the seeds). Only the idempotency key it handed to its
+ * running" case of the agent drills, docs/drills.md). Only the idempotency key it handed to its
  * service makes that harmless.
  */
 import type { AttemptFailure } from './classify.js';

@@ -67,7 +67,7 @@ export interface ToolSpec {
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const KEY = new RegExp(KEY_PATTERN, 'u');
 
-/** Runs tool calls through the ledger, per the client contract (tool-executor.md). */
+/** Runs tool calls through the ledger, per the client contract (docs/executor.md). */
 export class ToolExecutor {
   /** Attempts and wall time per session. */
   readonly budget: SessionBudget;

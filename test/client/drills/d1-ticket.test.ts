@@ -1,5 +1,5 @@
 /**
- * Drill D1 (seed 002): a ticket service that uses the ledger before writing,
+ * Drill D1 (seed 002, docs/drills.md): a ticket service that uses the ledger before writing,
  * over real HTTP, counting tickets at the service.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

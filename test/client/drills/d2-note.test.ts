@@ -1,5 +1,5 @@
 /**
- * Drill D2 (seed 004): the note service as a real process, faults injected
+ * Drill D2 (seed 004, docs/drills.md): the note service as a real process, faults injected
  * at three points (crash before commit, response lost after commit, two
  * requests with one key at once), notes counted in the service's own store.
  */

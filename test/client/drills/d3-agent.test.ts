@@ -1,5 +1,5 @@
 /**
- * Drill D3 (seed 000): the agent runtime. Real executor, real ledger over
+ * Drill D3 (seed 000, docs/drills.md): the agent runtime. Real executor, real ledger over
  * HTTP, worker processes killed with SIGKILL, effects counted at the order
  * and ticket services.
  */
