@@ -81,7 +81,9 @@ export function errorHandler(err: FastifyError, request: FastifyRequest, reply: 
   const route = request.routeOptions.url ?? 'unknown';
   if (known) {
     if (known.code === 'UNAVAILABLE') {
-      request.log.warn({ err: loggableError(err), route }, 'database unavailable');
+      // An outage is expected and named by its SQLSTATE; a stack per request would bury it.
+      const { stack: _stack, ...why } = loggableError(err);
+      request.log.warn({ err: why, route }, 'database unavailable');
     }
     return sendProblem(reply, known, request);
   }
