@@ -7,10 +7,11 @@
  */
 import type { PGlite } from '@electric-sql/pglite';
 import type { SQL } from 'drizzle-orm';
-import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
+import type { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import pg from 'pg';
 import type { Config } from '../config.js';
+import { clientDatabase } from './client-database.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { isRerunnable } from './errors.js';
 import { bind, type Statement } from './statement.js';
@@ -66,8 +67,12 @@ export function createPgPool(url: string, s: DbSettings, onError?: (err: Error) 
 /** Re-runs of a statement the database rolled back (serialization failure, deadlock). */
 const RERUNS = 4;
 
-/** Re-runs a statement the database rolled back; each is atomic, so re-running is safe. */
-async function rerunning<T>(run: () => Promise<T>): Promise<T> {
+/**
+ * Runs `run` again when the database rolled it back (serialization failure,
+ * deadlock), up to `RERUNS` times with full jitter. Only for work that is safe
+ * to re-run whole: one statement, or a transaction from its BEGIN.
+ */
+export async function rerunning<T>(run: () => Promise<T>): Promise<T> {
   for (let i = 0; ; i++) {
     try {
       return await run();
@@ -79,21 +84,22 @@ async function rerunning<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
+/** `db` whose every statement is re-run when the database rolled it back (each is atomic). */
+export function withReruns(db: Database): Database {
+  return {
+    ...db,
+    rows: (query) => rerunning(() => db.rows(query)),
+    run: (st, values) => rerunning(() => db.run(st, values)),
+  };
+}
+
 export function postgresDatabase(url: string, s: DbSettings, onError?: (err: Error) => void): Database {
   const pool = createPgPool(url, s, onError);
-  const db = drizzlePg({ client: pool });
-  const named = s.prepared;
-  return {
-    kind: 'postgres',
-    drizzle: db,
-    rows: <T>(query: SQL) => rerunning(async () => (await db.execute(query)).rows as T[]),
-    run: <T>(st: Statement, values: Readonly<Record<string, unknown>>) => {
-      const query = { name: named ? st.name : undefined, text: st.text, values: bind(st, values) };
-      return rerunning(async () => (await pool.query(query)).rows as T[]);
-    },
+  return withReruns({
+    ...clientDatabase(pool, { prepared: s.prepared }),
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: () => pool.end(),
-  };
+  });
 }
 
 /**

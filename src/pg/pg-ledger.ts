@@ -19,13 +19,11 @@
  * COMMITTED: every statement gets one) and replays, or claims the key if
  * the first rolled back.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { PGlite } from '@electric-sql/pglite';
 import type pg from 'pg';
 import type { BeginBody, Effect, Operation } from '../contract/index.js';
 import { clientDatabase, pgliteTxDatabase } from '../db/client-database.js';
-import type { Database } from '../db/database.js';
-import { isRerunnable } from '../db/errors.js';
+import { type Database, rerunning, withReruns } from '../db/database.js';
 import { migrateDatabase, migrateOnClient } from '../db/migrate.js';
 import type { Claim, ClaimInput, ClaimOutcome, DownstreamLedger, TxClient } from '../downstream/ledger.js';
 import { IdemError } from '../errors.js';
@@ -62,8 +60,6 @@ export interface OnceResult<T> {
   operation: Operation;
 }
 
-/** Whole-transaction re-runs after 40001/40P01: the database rolled all of it back. */
-const TX_RERUNS = 4;
 /** Seconds a caller waits before asking again about an operation waiting for approval. */
 const PENDING_RETRY_AFTER_S = 5;
 
@@ -83,7 +79,7 @@ export class PgLedger implements DownstreamLedger {
     this.#actor = options.actor ?? 'pg-ledger';
     this.#prepared = options.prepared ?? true;
     this.#db = this.#pool
-      ? this.#withReruns(clientDatabase(this.#pool, { prepared: this.#prepared }))
+      ? withReruns(clientDatabase(this.#pool, { prepared: this.#prepared }))
       : pgliteTxDatabase(this.#pglite as PGlite);
   }
 
@@ -106,7 +102,7 @@ export class PgLedger implements DownstreamLedger {
    * after its previous transaction was rolled back whole.
    */
   async once<T>(input: OnceInput, fn: (tx: TxClient) => Promise<T>): Promise<OnceResult<T>> {
-    return this.#rerunning(async () => {
+    return rerunning(async () => {
       const t = await this.#open();
       try {
         const begun = await this.#begin(t.db, input);
@@ -138,7 +134,7 @@ export class PgLedger implements DownstreamLedger {
   /** For the middleware: a lease, held in a transaction when `input.transactional`. */
   async claim(input: ClaimInput): Promise<ClaimOutcome> {
     if (!input.transactional) return this.#claimPlain(input);
-    return this.#rerunning(async () => {
+    return rerunning(async () => {
       const t = await this.#open();
       try {
         const begun = await this.#begin(t.db, input);
@@ -224,26 +220,5 @@ export class PgLedger implements DownstreamLedger {
 
   #open(): Promise<OpenTransaction> {
     return this.#pool ? openPg(this.#pool, this.#prepared) : openPglite(this.#pglite as PGlite);
-  }
-
-  /** Autocommit statements are atomic: one rolled back by 40001/40P01 simply runs again. */
-  #withReruns(db: Database): Database {
-    return {
-      ...db,
-      rows: (query) => this.#rerunning(() => db.rows(query)),
-      run: (st, values) => this.#rerunning(() => db.run(st, values)),
-    };
-  }
-
-  async #rerunning<R>(attempt: () => Promise<R>): Promise<R> {
-    for (let i = 0; ; i++) {
-      try {
-        return await attempt();
-      } catch (err) {
-        if (i >= TX_RERUNS || !isRerunnable(err)) throw err;
-        // Full jitter: the two sides of a deadlock must not meet again in step.
-        await sleep(Math.random() * 20 * 2 ** i);
-      }
-    }
   }
 }
