@@ -13,7 +13,7 @@ import { buildApp } from '../../src/http/app.js';
 import { begin } from '../../src/ledger/begin.js';
 import { markUnknown } from '../../src/ledger/holder.js';
 import type { TxClient } from '../../src/pg/index.js';
-import { onPostgres } from '../support/engine.js';
+import { onCitus, onPostgres } from '../support/engine.js';
 import { NOTES_TABLE, type PgLedgerFixture, pgLedgerFixture } from './support.js';
 
 let f: PgLedgerFixture;
@@ -202,13 +202,19 @@ describe('PgLedger.once', () => {
 });
 
 describe('PgLedger.once, two at once (Postgres: the second waits on the unique key)', () => {
-  /** Resolves once a backend of this database waits for a lock (the duplicate's INSERT). */
+  /**
+   * Resolves once a backend of this database waits for a lock (the duplicate's INSERT).
+   * On Citus the wait happens on a worker, seen in citus_stat_activity as a query on this
+   * file's schema (the test files share one database there).
+   */
   async function someoneWaitsOnALock(): Promise<void> {
+    const waiting = onCitus()
+      ? `SELECT count(*)::int AS n FROM citus_stat_activity
+         WHERE wait_event_type = 'Lock' AND query LIKE '%' || current_schema() || '.idem_%'`
+      : `SELECT count(*)::int AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'`;
     for (let i = 0; i < 400; i++) {
-      const rows = await f.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_stat_activity
-         WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-      );
+      const rows = await f.query<{ n: number }>(waiting);
       if ((rows[0]?.n ?? 0) > 0) return;
       await new Promise((r) => setTimeout(r, 25));
     }

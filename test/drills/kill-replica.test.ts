@@ -346,8 +346,8 @@ describe.skipIf(!onPostgres())('F4 kill -9 of a replica under load', () => {
     }>(sql`
       SELECT o.key, o.status, o.effect, o.attempt,
         array_agg(e.type ORDER BY e.version, e.at) AS types, array_agg(e.attempt ORDER BY e.version, e.at) AS attempts
-      FROM idem_operations o JOIN idem_events e ON e.operation_id = o.id
-      WHERE o.key LIKE ${`f4/${run}/%`} GROUP BY o.key, o.status, o.effect, o.attempt`);
+      FROM idem_operations o JOIN idem_events e ON e.scope = o.scope AND e.operation_id = o.id
+      WHERE o.key LIKE ${`f4/${run}/%`} GROUP BY o.scope, o.key, o.status, o.effect, o.attempt`);
     expect(rows.length).toBe(ops.length);
     for (const r of rows) {
       const acquisitions = r.types.flatMap((t, i) =>

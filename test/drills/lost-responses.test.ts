@@ -258,8 +258,8 @@ describe.skipIf(!onPostgres())(
         types: string[];
       }>(sql`
       SELECT o.key, o.status, o.attempt, array_agg(e.type ORDER BY e.version) AS types
-      FROM idem_operations o JOIN idem_events e ON e.operation_id = o.id
-      WHERE o.key LIKE ${`f3/${run}/%`} GROUP BY o.key, o.status, o.attempt`);
+      FROM idem_operations o JOIN idem_events e ON e.scope = o.scope AND e.operation_id = o.id
+      WHERE o.key LIKE ${`f3/${run}/%`} GROUP BY o.scope, o.key, o.status, o.attempt`);
       expect(rows).toHaveLength(KEYS);
       const odd = rows.filter(
         (r) => r.status !== 'succeeded' || r.attempt !== 1 || r.types.join(',') !== 'created,completed',

@@ -137,7 +137,7 @@ describe.skipIf(!onPostgres())('F6 paused holder', () => {
     // Not before the lease's last expiry as the holder's last heartbeat set it (database clock).
     const acquiredAt = (
       await testDb.db.rows<{ at: number }>(sql`SELECT (extract(epoch FROM e.at) * 1000)::float8 AS at
-        FROM idem_events e JOIN idem_operations o ON o.id = e.operation_id
+        FROM idem_events e JOIN idem_operations o ON o.scope = e.scope AND o.id = e.operation_id
         WHERE o.key = ${key} AND e.type = 'acquired'`)
     )[0]!.at;
     expect(acquiredAt).toBeGreaterThanOrEqual(new Date(lastBeat.expiresAt).getTime());

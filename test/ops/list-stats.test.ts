@@ -222,8 +222,9 @@ describe('keyset pagination', () => {
     [one, two, three] = [await many(ONE, 250), await many(TWO, 30), await many(THREE, 20)];
     // Ties on purpose: groups of ten rows share one created_at (replicas can
     // create rows in the same microsecond); the keyset must order by (created_at, id).
-    await t.db.rows(sql`UPDATE idem_operations o SET created_at = timestamptz '2021-06-01T00:00:00Z'
-        + (r.n / 10) * interval '1 second'
+    // timestamp + interval, not timestamptz + interval: Citus refuses a STABLE function over a column in UPDATE.
+    await t.db.rows(sql`UPDATE idem_operations o SET created_at = timezone('UTC', timestamp '2021-06-01 00:00:00'
+        + (r.n / 10) * interval '1 second')
       FROM (SELECT scope, key, (row_number() OVER (ORDER BY key))::int AS n FROM idem_operations
             WHERE scope = ${ONE}) r
       WHERE o.scope = r.scope AND o.key = r.key`);

@@ -192,10 +192,13 @@ describe.skipIf(!onPostgres())('F9: four sweepers against 5,000 expired leases',
       approvalTimeoutMs: 3_600_000,
     });
     await clone(sql`o.key LIKE 'control/%'`, 100);
-    // Time travel: the leases and deadlines ran out at scattered moments in the last hour.
-    await fixtureDb.rows(sql`UPDATE idem_operations SET lease_expires_at = now() - random() * interval '1 hour'
+    // Time travel: the leases and deadlines ran out at scattered moments in the last hour,
+    // spread by a hash of the key: Citus refuses random() (VOLATILE) and timestamptz
+    // arithmetic over a column (STABLE) in an UPDATE; timestamp arithmetic is IMMUTABLE.
+    const scattered = sql`timezone('UTC', timezone('UTC', now()) - ((hashtext(key) & 1023) / 1024.0) * interval '1 hour')`;
+    await fixtureDb.rows(sql`UPDATE idem_operations SET lease_expires_at = ${scattered}
       WHERE scope LIKE 'f9-_' AND status = 'in_progress' AND key LIKE 'lease/%'`);
-    await fixtureDb.rows(sql`UPDATE idem_operations SET approval_deadline = now() - random() * interval '1 hour'
+    await fixtureDb.rows(sql`UPDATE idem_operations SET approval_deadline = ${scattered}
       WHERE scope LIKE 'f9-_' AND status = 'pending_approval' AND key LIKE 'approval/%'`);
     pools = [0, 1, 2, 3].map(() => t.testDb.openAnother(patient));
   }, SETUP_MS);
