@@ -35,5 +35,5 @@
            ELSE 'in_progress' END
     WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
     ELSE o.status END AS eff OFFSET 0) e
-    WHERE (o.scope = $1 OR o.scope LIKE $2) AND o.scope = $3 AND e.eff = $4 AND o.effect = $5 AND o.created_at < timestamptz 'epoch' + $6::float8 * interval '1 millisecond' AND (o.created_at, o.id) > (timestamptz 'epoch' + $7::bigint * interval '1 microsecond', $8::uuid)
+    WHERE (o.scope = $1 OR o.scope LIKE $2) AND o.created_at IS NOT NULL AND o.scope = $3 AND e.eff = $4 AND o.effect = $5 AND o.created_at < timestamptz 'epoch' + $6::float8 * interval '1 millisecond' AND (o.created_at, o.id) > (timestamptz 'epoch' + $7::bigint * interval '1 microsecond', $8::uuid)
     ORDER BY o.created_at, o.id LIMIT $9;

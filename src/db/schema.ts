@@ -62,8 +62,15 @@ export const operations = pgTable(
   (t) => [
     primaryKey({ name: 'idem_operations_pkey', columns: [t.scope, t.key] }),
     index('idem_operations_id_idx').on(t.id),
-    // Listing is keyset-paginated oldest first within a scope.
-    index('idem_operations_scope_created_idx').on(t.scope, t.createdAt, t.id),
+    // Listing is keyset-paginated oldest first within a scope. Partial (on a predicate
+    // every row meets, which the list query states) so that a statement naming
+    // (scope, key) can only use the primary key: on a young, never-analyzed table the
+    // planner tied the two, and a generic plan of the prepared begin and complete kept
+    // this index with `scope = $1` alone, reading every row of the scope on each call
+    // (measured: 4.9 million index entries read in 5 s of begin+complete).
+    index('idem_operations_scope_created_idx')
+      .on(t.scope, t.createdAt, t.id)
+      .where(sql`created_at IS NOT NULL`),
     // The sweeper looks for expired leases and approval deadlines.
     index('idem_operations_lease_expiry_idx').on(t.leaseExpiresAt).where(sql`status = 'in_progress'`),
     index('idem_operations_approval_deadline_idx')

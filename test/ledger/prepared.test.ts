@@ -6,7 +6,10 @@
  * aside). Each service runs the script several times, so the prepared one
  * runs every statement past Postgres's switch to a generic plan (after 5).
  */
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { declaredStatements } from '../../src/db/statement.js';
+import '../../src/ledger/sql/rendered.js';
 import { onPostgres } from '../support/engine.js';
 import { client, expireApproval, expireLease } from '../support/http.js';
 import { createTestApp, type TestApp } from '../support/service.js';
@@ -107,6 +110,32 @@ describe.runIf(onPostgres())('named prepared statements and unnamed ones', () =>
       for (let i = 0; i < keysA.length; i++) {
         expect(await shape(a, keysA[i]!), keysA[i]).toEqual(await shape(b, keysB[i]!));
       }
+    }
+  });
+
+  it('as generic plans on a young, never-analyzed table, statements naming (scope, key) use the primary key', async () => {
+    // The script above left a few hundred rows in one scope and nothing has analyzed the
+    // table: the state in which a listing index on (scope, ...) once tied with the primary
+    // key and was frozen into the hot statements' generic plans (a scan of the whole scope).
+    const c = new pg.Client({ connectionString: prepared.testDb.url });
+    await c.connect();
+    try {
+      await c.query('SET plan_cache_mode = force_generic_plan');
+      const byKey = [...declaredStatements().values()].filter(
+        (st) => st.params.includes('scope') && st.params.includes('key'),
+      );
+      expect(byKey.length).toBeGreaterThanOrEqual(10);
+      for (const st of byKey) {
+        await c.query(`PREPARE probe AS ${st.text}`);
+        const plan = (await c.query(`EXPLAIN EXECUTE probe(${st.params.map(() => 'NULL').join(', ')})`)).rows
+          .map((r) => r['QUERY PLAN'])
+          .join('\n');
+        await c.query('DEALLOCATE probe');
+        expect(plan, st.name).toContain('idem_operations_pkey');
+        expect(plan, st.name).not.toMatch(/Seq Scan on idem_operations|idem_operations_scope_created_idx/);
+      }
+    } finally {
+      await c.end();
     }
   });
 });

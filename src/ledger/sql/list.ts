@@ -36,7 +36,8 @@ export type ListRow = OperationRow & { cursorUs: string };
 
 /** The statement of one filter (its shape changes with the filter, so it is built per call). */
 export function listQuery(f: ListFilter): SQL {
-  const where: SQL[] = [scopeFilter(f.patterns)];
+  // True of every row; stated so the partial listing index (see schema.ts) can serve the order.
+  const where: SQL[] = [scopeFilter(f.patterns), sql`o.created_at IS NOT NULL`];
   if (f.scope !== undefined) where.push(sql`o.scope = ${f.scope}`);
   if (f.status !== undefined) where.push(sql`e.eff = ${f.status}`);
   if (f.effect !== undefined) where.push(sql`o.effect = ${f.effect}`);

@@ -1,0 +1,2 @@
+DROP INDEX "idem_operations_scope_created_idx";--> statement-breakpoint
+CREATE INDEX "idem_operations_scope_created_idx" ON "idem_operations" USING btree ("scope","created_at","id") WHERE created_at IS NOT NULL;
