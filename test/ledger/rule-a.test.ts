@@ -351,9 +351,9 @@ describe('sweepers racing', () => {
       expect(r.status).toBeLessThan(300);
     }
     // The database's time, read once as a value: Citus refuses now() inside CASE in an UPDATE.
-    const [{ past }] = await t.db.rows<{ past: string }>(
-      sql`SELECT (now() - interval '1 second')::text AS past`,
-    );
+    const past = (
+      await t.db.rows<{ past: string }>(sql`SELECT (now() - interval '1 second')::text AS past`)
+    )[0]!.past;
     await t.db.rows(sql`UPDATE idem_operations SET
       lease_expires_at = CASE WHEN status = 'in_progress' THEN ${past}::timestamptz END,
       approval_deadline = CASE WHEN status = 'pending_approval' THEN ${past}::timestamptz END`);
