@@ -10,7 +10,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declaredStatements } from '../../src/db/statement.js';
 import '../../src/ledger/sql/rendered.js';
-import { onPostgres } from '../support/engine.js';
+import { onCitus, onPostgres } from '../support/engine.js';
 import { client, expireApproval, expireLease } from '../support/http.js';
 import { createTestApp, type TestApp } from '../support/service.js';
 
@@ -113,29 +113,36 @@ describe.runIf(onPostgres())('named prepared statements and unnamed ones', () =>
     }
   });
 
-  it('as generic plans on a young, never-analyzed table, statements naming (scope, key) use the primary key', async () => {
-    // The script above left a few hundred rows in one scope and nothing has analyzed the
-    // table: the state in which a listing index on (scope, ...) once tied with the primary
-    // key and was frozen into the hot statements' generic plans (a scan of the whole scope).
-    const c = new pg.Client({ connectionString: prepared.testDb.url });
-    await c.connect();
-    try {
-      await c.query('SET plan_cache_mode = force_generic_plan');
-      const byKey = [...declaredStatements().values()].filter(
-        (st) => st.params.includes('scope') && st.params.includes('key'),
-      );
-      expect(byKey.length).toBeGreaterThanOrEqual(10);
-      for (const st of byKey) {
-        await c.query(`PREPARE probe AS ${st.text}`);
-        const plan = (await c.query(`EXPLAIN EXECUTE probe(${st.params.map(() => 'NULL').join(', ')})`)).rows
-          .map((r) => r['QUERY PLAN'])
-          .join('\n');
-        await c.query('DEALLOCATE probe');
-        expect(plan, st.name).toContain('idem_operations_pkey');
-        expect(plan, st.name).not.toMatch(/Seq Scan on idem_operations|idem_operations_scope_created_idx/);
+  // On Citus the coordinator's plan is a distributed scan; the shard query is planned by
+  // each worker's Postgres as here, and test/db/citus.test.ts checks it stays on one shard.
+  it.skipIf(onCitus())(
+    'as generic plans on a young, never-analyzed table, statements naming (scope, key) use the primary key',
+    async () => {
+      // The script above left a few hundred rows in one scope and nothing has analyzed the
+      // table: the state in which a listing index on (scope, ...) once tied with the primary
+      // key and was frozen into the hot statements' generic plans (a scan of the whole scope).
+      const c = new pg.Client({ connectionString: prepared.testDb.url });
+      await c.connect();
+      try {
+        await c.query('SET plan_cache_mode = force_generic_plan');
+        const byKey = [...declaredStatements().values()].filter(
+          (st) => st.params.includes('scope') && st.params.includes('key'),
+        );
+        expect(byKey.length).toBeGreaterThanOrEqual(10);
+        for (const st of byKey) {
+          await c.query(`PREPARE probe AS ${st.text}`);
+          const plan = (
+            await c.query(`EXPLAIN EXECUTE probe(${st.params.map(() => 'NULL').join(', ')})`)
+          ).rows
+            .map((r) => r['QUERY PLAN'])
+            .join('\n');
+          await c.query('DEALLOCATE probe');
+          expect(plan, st.name).toContain('idem_operations_pkey');
+          expect(plan, st.name).not.toMatch(/Seq Scan on idem_operations|idem_operations_scope_created_idx/);
+        }
+      } finally {
+        await c.end();
       }
-    } finally {
-      await c.end();
-    }
-  });
+    },
+  );
 });
