@@ -16,9 +16,9 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import type pg from 'pg';
 import type { Database } from './database.js';
 import { bind, type Statement } from './statement.js';
+import { type PgQueryable, runStatement } from './statement-query.js';
 
-/** Anything node-postgres can run a query on: a pool, a pooled client, a client. */
-export type PgQueryable = pg.Pool | pg.PoolClient | pg.Client;
+export type { PgQueryable };
 
 /**
  * A `Database` over one node-postgres client (or a pool, one statement per
@@ -34,10 +34,8 @@ export function clientDatabase(client: PgQueryable, options: { prepared?: boolea
     async rows<T>(query: SQL) {
       return (await db.execute(query)).rows as T[];
     },
-    async run<T>(st: Statement, values: Readonly<Record<string, unknown>>) {
-      const query = { name: named ? st.name : undefined, text: st.text, values: bind(st, values) };
-      return (await client.query(query)).rows as T[];
-    },
+    run: <T>(st: Statement, values: Readonly<Record<string, unknown>>) =>
+      runStatement<T>(client, st, values, named),
     poolStats: () => ({ total: 1, idle: 0, waiting: 0 }),
     close: async () => {},
   };

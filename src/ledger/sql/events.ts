@@ -74,7 +74,8 @@ const LIST_EVENTS = statement(
 
 interface EventRow {
   type: OperationEvent['type'];
-  at: Date;
+  /** A Date from the embedded engine, epoch milliseconds from node-postgres (`statement-query.ts`). */
+  at: Date | number;
   actor: string;
   attempt: number;
   detail: Record<string, unknown>;

@@ -106,8 +106,8 @@ export const effectiveOf = (r: string) =>
 
 /**
  * Every column a statement answers with, over row `r`, `e.eff` and `c.now`
- * (see `effectiveOf`). Timestamps leave as timestamptz; `fromDb` turns them
- * into epoch milliseconds on both drivers.
+ * (see `effectiveOf`). Timestamps leave as timestamptz; they reach the
+ * ledger as epoch milliseconds on both drivers (`fromDb`).
  */
 export const projection = (r: string) => {
   const l = lapsedColumns(r, 'e.eff');
@@ -175,7 +175,10 @@ const TIMES = [
   'retainedUntil',
 ] as const;
 
-/** Both drivers return timestamptz as `Date`; the ledger works in epoch milliseconds. */
+/**
+ * The ledger works in epoch milliseconds. node-postgres's hot path already
+ * reads timestamptz so (`db/statement-query.ts`); PGlite and drizzle give `Date`s.
+ */
 export function fromDb<T extends OperationRow>(raw: Record<string, unknown>): T {
   const row = raw as Record<string, unknown>;
   for (const k of TIMES) {
