@@ -41,7 +41,14 @@ export async function heartbeat(
   db: Database,
   t: HolderTarget & { leaseMs?: number },
 ): Promise<OperationResponse> {
-  const r = await sqlHolder.runHeartbeat(db, { ...t, leaseMs: t.leaseMs ?? LEASE_MS.default });
+  const leaseMs = t.leaseMs ?? LEASE_MS.default;
+  const r = await sqlHolder.runHeartbeat(db, {
+    scope: t.scope,
+    key: t.key,
+    leaseId: t.leaseId,
+    actor: t.actor,
+    leaseMs,
+  });
   if (!r.changed) throw leaseLost(r.row);
   return answer(r.row, true);
 }
@@ -51,7 +58,14 @@ export async function complete(
   t: HolderTarget & { status: 'succeeded' | 'failed'; result: unknown },
 ): Promise<OperationResponse> {
   const result = t.result === undefined ? null : canonicalJson(t.result, 'result', LIMITS.resultBytes);
-  const r = await sqlHolder.runComplete(db, { ...t, result });
+  const r = await sqlHolder.runComplete(db, {
+    scope: t.scope,
+    key: t.key,
+    leaseId: t.leaseId,
+    actor: t.actor,
+    status: t.status,
+    result,
+  });
   if (r.changed) return answer(r.row, false);
   if (r.row.leaseId !== t.leaseId) throw leaseLost(r.row);
   if (r.row.status === 'succeeded' || r.row.status === 'failed') {

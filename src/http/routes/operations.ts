@@ -30,6 +30,15 @@ const IdParams = Type.Object({ id: Uuid });
 /** Lease ids are compared as stored (lower case), whatever case the client wrote them in. */
 const lower = (id: string) => id.toLowerCase();
 
+/**
+ * `t` with `extra`'s fields added, in place: `t` is the fresh target each
+ * holder call builds. Not `{ ...t, ...extra }`: on this V8 a spread followed
+ * by more properties costs microseconds a call (the object takes the slow path).
+ */
+function extend<T extends object, E extends object>(t: T, extra: E): T & E {
+  return Object.assign(t, extra);
+}
+
 function reasonOf(b: LeaseEndBody): { reason?: string } {
   if (b.reason === undefined) return {};
   if (Buffer.byteLength(b.reason, 'utf8') > LIMITS.reasonBytes) {
@@ -72,8 +81,9 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
     },
     async (request, reply) => {
       const b = request.body;
-      const body = b.leaseId === undefined ? b : { ...b, leaseId: lower(b.leaseId) };
-      const r = await begin(db, request.params.scope, body, request.principal.name);
+      // The parsed body is this request's own: the lease id is normalised in place.
+      if (b.leaseId !== undefined) b.leaseId = lower(b.leaseId);
+      const r = await begin(db, request.params.scope, b, request.principal.name);
       // Refusals and failures are counted by the app's onError hook, under their code.
       deps.onBegin?.(r.body.outcome);
       if (r.replayed) reply.header('idempotent-replayed', 'true');
@@ -182,14 +192,14 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
     'heartbeat',
     'extend the lease (needs a live lease)',
     HeartbeatBody,
-    (t, b) => holder.heartbeat(db, b.leaseMs === undefined ? t : { ...t, leaseMs: b.leaseMs }),
+    (t, b) => holder.heartbeat(db, b.leaseMs === undefined ? t : extend(t, { leaseMs: b.leaseMs })),
   );
   holderRoute<Static<typeof CompleteBody>>(
     'complete',
     'complete',
     'store the outcome; terminal',
     CompleteBody,
-    (t, b) => holder.complete(db, { ...t, status: b.status, result: b.result }),
+    (t, b) => holder.complete(db, extend(t, { status: b.status, result: b.result })),
   );
   // The reason rides along in the target; the ledger records it in the event's detail.
   holderRoute<LeaseEndBody>(
@@ -198,7 +208,7 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
     'the effect did not happen: back to ready',
     LeaseEndBody,
     (t, b) => {
-      const target = { ...t, ...reasonOf(b) };
+      const target = extend(t, reasonOf(b));
       return holder.release(db, target);
     },
   );
@@ -208,7 +218,7 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
     'the holder cannot tell whether the effect happened',
     LeaseEndBody,
     (t, b) => {
-      const target = { ...t, ...reasonOf(b) };
+      const target = extend(t, reasonOf(b));
       return holder.markUnknown(db, target);
     },
   );

