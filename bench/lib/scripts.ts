@@ -66,11 +66,11 @@ export function fillScript(scope: string, prefix: string, perClient: number, run
   return beginThenComplete(b, scope, ':kp::text || :i::text', 'f');
 }
 
-/** S2: begin on one of `keys` completed keys `<prefix><i>`: the conflict arm reads it back (a replay). */
+/** S2: begin on one of `keys` completed keys `<prefix><i>`, read first, as the service sends it for a key it has seen (a replay). */
 export function replayScript(scope: string, prefix: string, keys: number, run: number): PgbenchScript {
   const b = counters(prefix, run).meta(`\\set i random(0, ${keys - 1})`);
   b.query(
-    renderBegin(scope),
+    renderBegin(scope, true),
     new Map([
       [SENTINEL.key, ':kp::text || :i::text'],
       [SENTINEL.newId, RANDOM_UUID],

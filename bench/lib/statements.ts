@@ -18,7 +18,7 @@ import {
 } from '../../src/contract/index.js';
 import { bind, type Statement } from '../../src/db/statement.js';
 import { canonicalJson, fingerprintOf } from '../../src/ledger/json-value.js';
-import { BEGIN_INSERT, beginValues, type NewOperation } from '../../src/ledger/sql/begin.js';
+import { BEGIN_INSERT, BEGIN_READ, beginValues, type NewOperation } from '../../src/ledger/sql/begin.js';
 import { COMPLETE, completeValues } from '../../src/ledger/sql/lease-holder.js';
 
 /** What every benchmark begin asks for: a small agent tool call. */
@@ -81,10 +81,17 @@ export function newOperationFor(scope: string, key: string, leaseId: string): Ne
   };
 }
 
-/** The service's begin statement with the per-transaction values as sentinels. */
-export function renderBegin(scope: string): RenderedQuery {
+/**
+ * The service's begin statement with the per-transaction values as sentinels:
+ * the shape it sends for a key it has not seen (insert first), or for one it
+ * has (`seen`: read first, as for S2's replays).
+ */
+export function renderBegin(scope: string, seen = false): RenderedQuery {
   const op = newOperationFor(scope, SENTINEL.key, SENTINEL.leaseId);
-  return render(BEGIN_INSERT, beginValues(op, { id: SENTINEL.newId, eventId: SENTINEL.eventId }));
+  return render(
+    seen ? BEGIN_READ : BEGIN_INSERT,
+    beginValues(op, { id: SENTINEL.newId, eventId: SENTINEL.eventId }),
+  );
 }
 
 /** The service's complete statement (`holder.complete` gets the canonical result text). */

@@ -20,21 +20,18 @@
 --   $17  eventId
 --   $18  actor
 
-WITH existing AS (
-    SELECT o.scope, o.key, o.id, o.fingerprint, o.effect, o.status, o.attempt, o.version, o.lease_id, o.lease_owner, o.lease_expires_at, o.dispatched_at, o.lease_recovered, o.request, o.result, o.metadata, o.approval_state, o.approval_deadline, o.approval_decided_by, o.approval_decided_at, o.approval_note, o.resolution_by, o.resolution_at, o.resolution_note, o.retention_ms, o.created_at, o.updated_at, o.completed_at, o.retained_until FROM idem_operations o WHERE o.scope = $1 AND o.key = $2
-  ), written AS (
+WITH written AS (
     INSERT INTO idem_operations (
       scope, key, id, fingerprint, effect, status, attempt, version,
       lease_id, lease_owner, lease_expires_at, dispatched_at, lease_recovered,
       request, metadata, approval_state, approval_deadline, retention_ms, created_at, updated_at)
-    SELECT
+    VALUES (
       $1, $2, $3::uuid, $4, $5, $6, $7::int, 1,
       $8::uuid, $9::text, now() + $10::int * interval '1 millisecond',
       CASE WHEN $11::boolean THEN now() END, false,
       $12::jsonb, $13::jsonb, $14::text,
       now() + $15::bigint * interval '1 millisecond',
-      $16::bigint, now(), now()
-    WHERE NOT EXISTS (SELECT 1 FROM existing)
+      $16::bigint, now(), now())
     ON CONFLICT (scope, key) DO NOTHING
     RETURNING *
   ), ev AS (
@@ -45,7 +42,8 @@ WITH existing AS (
   ), found AS (
     SELECT 'written' AS via, w.scope, w.key, w.id, w.fingerprint, w.effect, w.status, w.attempt, w.version, w.lease_id, w.lease_owner, w.lease_expires_at, w.dispatched_at, w.lease_recovered, w.request, w.result, w.metadata, w.approval_state, w.approval_deadline, w.approval_decided_by, w.approval_decided_at, w.approval_note, w.resolution_by, w.resolution_at, w.resolution_note, w.retention_ms, w.created_at, w.updated_at, w.completed_at, w.retained_until FROM written w
     UNION ALL
-    SELECT 'read', x.scope, x.key, x.id, x.fingerprint, x.effect, x.status, x.attempt, x.version, x.lease_id, x.lease_owner, x.lease_expires_at, x.dispatched_at, x.lease_recovered, x.request, x.result, x.metadata, x.approval_state, x.approval_deadline, x.approval_decided_by, x.approval_decided_at, x.approval_note, x.resolution_by, x.resolution_at, x.resolution_note, x.retention_ms, x.created_at, x.updated_at, x.completed_at, x.retained_until FROM existing x
+    SELECT 'read', o.scope, o.key, o.id, o.fingerprint, o.effect, o.status, o.attempt, o.version, o.lease_id, o.lease_owner, o.lease_expires_at, o.dispatched_at, o.lease_recovered, o.request, o.result, o.metadata, o.approval_state, o.approval_deadline, o.approval_decided_by, o.approval_decided_at, o.approval_note, o.resolution_by, o.resolution_at, o.resolution_note, o.retention_ms, o.created_at, o.updated_at, o.completed_at, o.retained_until FROM idem_operations o
+    WHERE o.scope = $1 AND o.key = $2 AND NOT EXISTS (SELECT 1 FROM written)
   )
   SELECT r.via, r.id, r.scope, r.key, r.fingerprint, r.effect,
     r.status AS "storedStatus", e.eff AS status, r.attempt, r.version,

@@ -15,6 +15,7 @@ import type { Database } from '../db/database.js';
 import { IdemError, invalid } from '../errors.js';
 import { canonicalJson, checkJsonValue, fingerprintOf } from './json-value.js';
 import { leaseOf, toOperation } from './operation.js';
+import { RecentKeys } from './recent-keys.js';
 import { acquire, insertOrRead, lapseOne, type NewOperation } from './sql/begin.js';
 import type { OperationRow } from './sql/row.js';
 
@@ -22,6 +23,11 @@ import type { OperationRow } from './sql/row.js';
 const PENDING_RETRY_AFTER_S = 5;
 /** Each loop is a lost race with a concurrent writer; more than a few is a livelock. */
 const MAX_ROUNDS = 8;
+/**
+ * Keys begun lately in this process, to pick the cheaper shape of begin:
+ * 8,192 of them, at most a few MB even for the longest scopes and keys.
+ */
+const recent = new RecentKeys(8192);
 
 export interface BeginReply {
   status: 200 | 201 | 202;
@@ -79,8 +85,9 @@ export async function begin(
     let row = seen;
     seen = undefined;
     if (!row) {
-      const found = await insertOrRead(db, input);
+      const found = await insertOrRead(db, input, recent.has(scope, input.key));
       if (!found) continue; // a concurrent insert not yet visible to our snapshot
+      recent.add(scope, input.key);
       if (found.via === 'written') return created(found);
       row = found;
     }
