@@ -25,7 +25,8 @@ const PENDING_RETRY_AFTER_S = 5;
 const MAX_ROUNDS = 8;
 /**
  * Keys begun lately in this process, to pick the cheaper shape of begin:
- * 8,192 of them, at most a few MB even for the longest scopes and keys.
+ * 8,192 of them: about 8 MB at worst (255-character scopes and keys outside
+ * Latin-1), well under 1 MB for typical ones.
  */
 const recent = new RecentKeys(8192);
 
