@@ -26,9 +26,8 @@ interface Wire {
   stream: { cork?: () => void; uncork?: () => void };
   parse(m: { text: string; name?: string; types?: unknown[] }): void;
   bind(m: { portal: string; statement?: string; values: (string | null)[]; binary: boolean }): void;
-  describe(m: { type: 'P' | 'S'; name: string }): void;
+  describe(m: { type: 'P'; name: string }): void;
   execute(m: { portal: string; rows?: number }): void;
-  close(m: { type: 'P' | 'S'; name: string }): void;
   sync(): void;
   sendCopyFail(msg: string): void;
 }
