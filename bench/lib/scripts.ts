@@ -66,7 +66,7 @@ export function fillScript(scope: string, prefix: string, perClient: number, run
   return beginThenComplete(b, scope, ':kp::text || :i::text', 'f');
 }
 
-/** S2: begin on one of `keys` completed keys `<prefix><i>`, read first, as the service sends it for a key it has seen (a replay). */
+/** S2: begin on one of `keys` completed keys `<prefix><i>`: the read the service sends first for a key it has seen (a replay). */
 export function replayScript(scope: string, prefix: string, keys: number, run: number): PgbenchScript {
   const b = counters(prefix, run).meta(`\\set i random(0, ${keys - 1})`);
   b.query(

@@ -1,6 +1,6 @@
 /**
  * The service's own statements, for the same-SQL diagnostic. Nothing here
- * retypes SQL: `BEGIN_INSERT` and `COMPLETE` are the `Statement`s the service
+ * retypes SQL: `BEGIN_INSERT`, `read_by_key` and `COMPLETE` are the `Statement`s the service
  * sends as named prepared statements, and their values come from the
  * service's own `beginValues` / `completeValues`. Only the per-transaction
  * values (key, ids, lease, event id) are marked with sentinels, so the
@@ -18,8 +18,9 @@ import {
 } from '../../src/contract/index.js';
 import { bind, type Statement } from '../../src/db/statement.js';
 import { canonicalJson, fingerprintOf } from '../../src/ledger/json-value.js';
-import { BEGIN_INSERT, BEGIN_READ, beginValues, type NewOperation } from '../../src/ledger/sql/begin.js';
+import { BEGIN_INSERT, beginValues, type NewOperation } from '../../src/ledger/sql/begin.js';
 import { COMPLETE, completeValues } from '../../src/ledger/sql/lease-holder.js';
+import { BY_KEY } from '../../src/ledger/sql/read.js';
 
 /** What every benchmark begin asks for: a small agent tool call. */
 export const REQUEST = { tool: 'cancel_order', orderId: 'ORD-1002', amount: 30, currency: 'EUR' };
@@ -83,15 +84,14 @@ export function newOperationFor(scope: string, key: string, leaseId: string): Ne
 
 /**
  * The service's begin statement with the per-transaction values as sentinels:
- * the shape it sends for a key it has not seen (insert first), or for one it
- * has (`seen`: read first, as for S2's replays).
+ * the insert it sends for a key it has not seen, or for one it has (`seen`,
+ * as for S2's replays) the read it sends first (`read_by_key`), which answers
+ * a key that exists without the insert.
  */
 export function renderBegin(scope: string, seen = false): RenderedQuery {
+  if (seen) return render(BY_KEY, { scope, key: SENTINEL.key });
   const op = newOperationFor(scope, SENTINEL.key, SENTINEL.leaseId);
-  return render(
-    seen ? BEGIN_READ : BEGIN_INSERT,
-    beginValues(op, { id: SENTINEL.newId, eventId: SENTINEL.eventId }),
-  );
+  return render(BEGIN_INSERT, beginValues(op, { id: SENTINEL.newId, eventId: SENTINEL.eventId }));
 }
 
 /** The service's complete statement (`holder.complete` gets the canonical result text). */

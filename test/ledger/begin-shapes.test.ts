@@ -1,6 +1,7 @@
 /**
  * begin has two shapes (`sql/begin.ts`): insert first (for a key this process
- * has not seen) and read first (for one it has). They must answer the same
+ * has not seen) and, for one it has, a plain read first with the insert only
+ * when the read finds nothing (a purged key). They must answer the same
  * for every key in every state; only their cost differs. Each key below is
  * put in one state through the API, then both shapes run on it with the same
  * input, and a new key is begun with each.

@@ -4,7 +4,8 @@ import { statement } from '../../db/statement.js';
 import { CLOCK, effectiveOf, fromDb, type OperationRow, projection } from './row.js';
 
 const READ = `SELECT ${projection('o')} FROM idem_operations o CROSS JOIN ${CLOCK} ${effectiveOf('o')}`;
-const BY_KEY = statement('read_by_key', `${READ}\n  WHERE o.scope = $scope AND o.key = $key`);
+/** Exported for the benchmark's pgbench scripts (S2's replay reads first). */
+export const BY_KEY = statement('read_by_key', `${READ}\n  WHERE o.scope = $scope AND o.key = $key`);
 const BY_ID = statement('read_by_id', `${READ}\n  WHERE o.id = $id::uuid`);
 
 export async function readByKey(db: Database, scope: string, key: string): Promise<OperationRow | undefined> {
