@@ -1,10 +1,11 @@
 /**
  * The keys this process began lately: a hint for which shape of begin to send
  * (`sql/begin.ts`), never an answer. A key seen here most likely exists (a
- * retry, a replay), so its begin reads first; any other key most likely is
- * new, so its begin inserts first. Both shapes answer the same for every key;
- * a wrong guess (a key purged since, a retry that lands on another replica)
- * costs an index probe, nothing else.
+ * retry, a replay), so its begin reads it first (`read_by_key`); any other
+ * key most likely is new, so its begin inserts first. Both ways answer the
+ * same for every key. A wrong guess costs little: a key purged since costs
+ * the read before the insert, and a retry that lands on another replica is
+ * answered by the insert's own conflict path.
  *
  * Bounded: the oldest key leaves when the set is full (insertion order).
  */
