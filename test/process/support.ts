@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { freePort, ROOT } from '../drills/support/replica.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { createTestDatabase, dropDatabase, type TestDatabase } from '../support/db.js';
 import { currentEngine } from '../support/engine.js';
 import { withDatabase } from '../support/global-setup.js';
 
@@ -177,7 +177,7 @@ export async function emptyDatabase(): Promise<{ url: string; drop: () => Promis
   await admin(`CREATE DATABASE "${name}"`);
   return {
     url: withDatabase(engine.url, name),
-    drop: () => admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`),
+    drop: () => dropDatabase(engine.url, name),
   };
 }
 

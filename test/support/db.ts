@@ -45,6 +45,26 @@ async function cloneTemplate(url: string, name: string): Promise<void> {
   }
 }
 
+/**
+ * Drops a test database. node-postgres's `pool.end()` resolves before its
+ * clients' connections have closed; a forced drop that terminates one of them
+ * meanwhile makes the client emit 57P01 (terminating connection due to
+ * administrator command) through its pool, and a pool without an 'error'
+ * listener (a test's own) throws it as an uncaught exception. So the drop
+ * first waits, briefly, for the database's sessions to end by themselves,
+ * and forces only what is left after that.
+ */
+export async function dropDatabase(url: string, name: string): Promise<void> {
+  await withAdmin(url, async (c) => {
+    for (let i = 0; i < 20; i++) {
+      const r = await c.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name]);
+      if (r.rows[0].n === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  });
+}
+
 /** `settings` adjusts the pools (e.g. a longer wait for a connection on a loaded test machine). */
 export async function createTestDatabase(
   overrides: Partial<ReturnType<typeof loadConfig>['db']> = {},
@@ -80,7 +100,7 @@ export async function createTestDatabase(
     drop: async () => {
       await Promise.all(pools.map((p) => p.close().catch(() => {})));
       if (engine.citus) await dropCitusSchema(engine.url, name);
-      else await withAdmin(engine.url, (c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
+      else await dropDatabase(engine.url, name);
     },
   };
 }
