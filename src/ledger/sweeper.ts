@@ -18,6 +18,8 @@ const MAX_BATCHES_PER_PASS = 20;
  * The pause between passes while a backlog drains, instead of the interval:
  * 100,000 expired leases at 500 a batch would otherwise take 10 intervals.
  * The pause lets the hot path's queued statements through between passes.
+ * A longer one (as long as the pass before) was measured under load: the hot
+ * path lost less per second but more in all, over a drain 1.6 times as long.
  */
 const BACKLOG_PAUSE_MS = 25;
 
