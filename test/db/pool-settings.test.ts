@@ -16,6 +16,8 @@ import '../../src/ledger/sql/lapse.js';
 
 const settings = loadConfig({}).db;
 
+// Not on Citus: there every test file shares the coordinator's database (a schema each), and
+// this file sets a database-wide setting.
 describe.skipIf(!onPostgres() || onCitus())('pooled connections', () => {
   let t: TestDatabase;
   let pool: pg.Pool;
