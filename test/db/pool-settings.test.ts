@@ -5,6 +5,7 @@
  * connection of node-postgres's defaults JIT-compiles the sweeper's batch and
  * a pooled one does not.
  */
+import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -24,14 +25,10 @@ describe.skipIf(!onPostgres() || onCitus())('pooled connections', () => {
 
   beforeAll(async () => {
     t = await createTestDatabase();
-    const admin = new pg.Client({ connectionString: t.url });
-    await admin.connect();
-    try {
-      const db = (await admin.query('SELECT current_database() AS d')).rows[0].d as string;
-      await admin.query(`ALTER DATABASE "${db}" SET jit_above_cost = 0`);
-    } finally {
-      await admin.end();
-    }
+    // Read by every connection opened after it: the pool below and the control client.
+    await t.db.rows(
+      sql`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET jit_above_cost = 0', current_database()); END $$`,
+    );
     pool = createPgPool(t.url!, settings);
   });
   afterAll(async () => {
