@@ -33,10 +33,11 @@
  * 3. `LAPSE`: write the lapse a read already shows (an unknown outcome or an
  *    expired approval about to be answered), so lists and the log agree.
  */
-import { randomUUID } from 'node:crypto';
+
 import type { Effect } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
 import { statement } from '../../db/statement.js';
+import { newId } from '../ids.js';
 import { insertEvent } from './events.js';
 import { readByKey } from './read.js';
 import {
@@ -145,7 +146,7 @@ export async function insertOrRead(
 }
 
 /** The values of `BEGIN_INSERT`, by parameter name (exported for the benchmark). */
-export function beginValues(i: NewOperation, ids = { id: randomUUID(), eventId: randomUUID() }) {
+export function beginValues(i: NewOperation, ids = { id: newId(), eventId: newId() }) {
   const approval = i.requireApproval;
   // A literal, not `{ ...ids, ... }`: on this V8 a spread followed by more
   // properties took about 25 µs here (the object goes to the slow path).
@@ -195,7 +196,7 @@ export function acquire(db: Database, i: NewOperation): Promise<TransitionResult
     scope: i.scope,
     key: i.key,
     actor: i.actor,
-    eventId: randomUUID(),
+    eventId: newId(),
     fingerprint: i.fingerprint,
     leaseMs: i.leaseMs,
     leaseId: i.leaseId,

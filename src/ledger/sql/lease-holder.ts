@@ -10,8 +10,9 @@
  *   release:             current, status in_progress / outcome_unknown
  *   unknown:             current, status in_progress
  */
-import { randomUUID } from 'node:crypto';
+
 import type { Database } from '../../db/database.js';
+import { newId } from '../ids.js';
 import { type TransitionResult, transition, transitionStatement } from './transition.js';
 
 export interface HolderCall {
@@ -101,7 +102,7 @@ const values = (c: HolderCall): Record<string, unknown> => ({
   key: c.key,
   leaseId: c.leaseId,
   actor: c.actor,
-  eventId: randomUUID(),
+  eventId: newId(),
 });
 
 export function runDispatch(db: Database, c: HolderCall): Promise<TransitionResult> {

@@ -11,8 +11,9 @@
  *               the last holder is superseded)
  *            [and attempt = expectedAttempt, if given: compare-and-set]
  */
-import { randomUUID } from 'node:crypto';
+
 import type { Database } from '../../db/database.js';
+import { newId } from '../ids.js';
 import { type TransitionResult, transition, transitionStatement } from './transition.js';
 
 interface OperatorCall {
@@ -72,7 +73,7 @@ const RESOLVE = transitionStatement({
   },
 });
 
-const base = (c: OperatorCall) => ({ scope: c.scope, key: c.key, actor: c.actor, eventId: randomUUID() });
+const base = (c: OperatorCall) => ({ scope: c.scope, key: c.key, actor: c.actor, eventId: newId() });
 
 export function runApprove(
   db: Database,
