@@ -8,6 +8,7 @@ import { loadConfig } from '../../src/config.js';
 import { postgresDatabase } from '../../src/db/database.js';
 import { migrateDatabase } from '../../src/db/migrate.js';
 import { effStatus } from '../../src/ledger/sql/row.js';
+import { orderedUuid } from './scripts.js';
 
 export function withDatabaseName(url: string, name: string): string {
   const u = new URL(url);
@@ -91,26 +92,38 @@ export class BenchDatabase {
   }
 
   /** Rows of `scope` and `tag` whose lapse is due but not written (the service's own rule, `effStatus`). */
-  async dueLapses(scope: string, tag: string): Promise<number> {
-    const rows = await this.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM idem_operations o
-       WHERE scope = $1 AND split_part(key, '/', 2) = $2 AND ${effStatus('o', 'now()')} <> o.status`,
+  /**
+   * S5's watcher: whether any lapse of the fixture `tag` is still due, by the
+   * service's own lapse rule. It asks for one row, through the partial index
+   * of in-progress leases, from the oldest expiry: the sweeper drains oldest
+   * first, so while the backlog lasts the first row answers, and the watcher
+   * costs next to nothing. (It used to count every row of the scope by the
+   * rule, five times a second: about a tenth of the two cores, taken from S1
+   * during the drain only.)
+   */
+  async lapseDue(scope: string, tag: string): Promise<boolean> {
+    const rows = await this.query<{ due: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM idem_operations o
+         WHERE o.status = 'in_progress' AND o.lease_expires_at <= now()
+           AND scope = $1 AND split_part(key, '/', 2) = $2 AND ${effStatus('o', 'now()')} <> o.status) AS due`,
       [scope, tag],
     );
-    return rows[0]!.n;
+    return rows[0]!.due;
   }
 
   /**
    * S5: `count` leases that expired a minute ago, half never dispatched (they
    * lapse to `ready`), half dispatched non-idempotent writes (to `outcome_unknown`),
-   * as a crashed fleet of workers would leave them.
+   * as a crashed fleet of workers would leave them. Their ids are time-ordered
+   * like the service's (UUIDv7), a millisecond apart like their leases.
    */
   async insertExpiredLeases(scope: string, tag: string, count: number, fingerprint: string, request: string) {
     await this.query(
       `INSERT INTO idem_operations (scope, key, id, fingerprint, effect, status, attempt, version,
          lease_id, lease_owner, lease_expires_at, dispatched_at, lease_recovered, request, metadata,
          retention_ms, created_at, updated_at)
-       SELECT $1, 'x/' || $2 || '/' || i, gen_random_uuid(), $3, 'non_idempotent_write', 'in_progress', 1, 1,
+       SELECT $1, 'x/' || $2 || '/' || i, ${orderedUuid(`now() - interval '2 minutes' - i * interval '1 millisecond'`)}, $3,
+         'non_idempotent_write', 'in_progress', 1, 1,
          gen_random_uuid(), 'crashed-worker', now() - interval '1 minute' - i * interval '1 millisecond',
          CASE WHEN i % 2 = 0 THEN now() - interval '2 minutes' END, false, $4::jsonb, '{}'::jsonb,
          86400000, now() - interval '2 minutes', now() - interval '2 minutes'
@@ -163,7 +176,7 @@ export class BenchDatabase {
              INSERT INTO idem_operations (scope, key, id, fingerprint, effect, status, attempt, version,
                lease_id, lease_owner, lease_expires_at, dispatched_at, lease_recovered, request, result,
                metadata, retention_ms, created_at, updated_at, completed_at, retained_until)
-             SELECT $1, to_hex((i * 2654435761) % 4294967296) || '/large/' || i, gen_random_uuid(), $2,
+             SELECT $1, to_hex((i * 2654435761) % 4294967296) || '/large/' || i, ${orderedUuid('t.at')}, $2,
                'non_idempotent_write', s.status, 1, 2, gen_random_uuid(), 'worker-7',
                CASE WHEN s.status = 'in_progress' THEN now() + interval '2 hours' ELSE t.at + interval '30 s' END,
                t.at, false, $3::jsonb, CASE WHEN s.status IN ('succeeded', 'failed') THEN $4::jsonb END,
@@ -176,7 +189,7 @@ export class BenchDatabase {
                  WHEN i % 100 < 98 THEN 'ready' ELSE 'in_progress' END AS status) s
              RETURNING scope, id, key, created_at)
            INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-           SELECT ops.scope, gen_random_uuid(), ops.id, ops.key, v,
+           SELECT ops.scope, ${orderedUuid('ops.created_at')}, ops.id, ops.key, v,
              CASE v WHEN 1 THEN 'created' ELSE 'completed' END, ops.created_at, 'anonymous', 1, '{}'::jsonb
            FROM ops CROSS JOIN generate_series(1, 2) AS v`,
           [scope, fingerprint, request, result, from, to],

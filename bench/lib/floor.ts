@@ -16,7 +16,7 @@
 import { OPEN_PRINCIPAL } from '../../src/auth/keys.js';
 import { LEASE_MS, RETENTION_MS } from '../../src/contract/index.js';
 import type { PgbenchScript, ScriptBuilder } from './pgbench.js';
-import { counters, SCATTERED_KEY, seqUuid } from './scripts.js';
+import { counters, orderedUuid, SCATTERED_KEY, seqUuid } from './scripts.js';
 import { COMPLETE_BODY, EFFECT, FINGERPRINT, REQUEST_TEXT, RESULT_TEXT } from './statements.js';
 
 /** The constants of the floor's statements, as `-D` variables (bound as parameters). */
@@ -37,6 +37,8 @@ function constants(b: ScriptBuilder, scope: string): ScriptBuilder {
 }
 
 const lease = `(${seqUuid('b', ':seq')})::uuid`;
+/** Time-ordered, like the service's ids: a random uuid would cost the floor a random index page per insert. */
+const id = orderedUuid('clock_timestamp()');
 
 /** One new operation and its `created` event. */
 export const FLOOR_BEGIN = `
@@ -44,13 +46,13 @@ WITH o AS (
   INSERT INTO idem_operations (scope, key, id, fingerprint, effect, status, attempt, version,
     lease_id, lease_expires_at, dispatched_at, lease_recovered, request, metadata, retention_ms,
     created_at, updated_at)
-  VALUES (:scope, ${SCATTERED_KEY}, gen_random_uuid(), :fp, :effect, 'in_progress', 1, 1,
+  VALUES (:scope, ${SCATTERED_KEY}, ${id}, :fp, :effect, 'in_progress', 1, 1,
     ${lease}, now() + :leasems::int * interval '1 millisecond', now(), false,
     :request::jsonb, :metadata::jsonb, :retention::bigint, now(), now())
   RETURNING scope, id, key, created_at
 )
 INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-SELECT scope, gen_random_uuid(), id, key, 1, 'created', created_at, :actor, 1, :created::jsonb FROM o`;
+SELECT scope, ${id}, id, key, 1, 'created', created_at, :actor, 1, :created::jsonb FROM o`;
 
 /** The guarded update of a complete and its `completed` event. */
 export const FLOOR_COMPLETE = `
@@ -61,7 +63,7 @@ WITH u AS (
   RETURNING scope, id, key, version, attempt
 )
 INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-SELECT scope, gen_random_uuid(), id, key, version, 'completed', now(), :actor, attempt, :completed::jsonb FROM u`;
+SELECT scope, ${id}, id, key, version, 'completed', now(), :actor, attempt, :completed::jsonb FROM u`;
 
 /** S1's floor: a begin and a complete, two commits, like the service's cycle. */
 export function floorCycleScript(scope: string, tag: string, run: number): PgbenchScript {

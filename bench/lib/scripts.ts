@@ -4,7 +4,7 @@
  *
  *   seq     = client_id * 10^9 + n      (n counts the client's transactions, from -D n=0)
  *   key     = <8 hex of md5(seq)>/<tag>/<seq>, scattered like the HTTP driver's keys
- *   id, eventId = gen_random_uuid(), as the service makes random ones
+ *   id, eventId = time-ordered uuids (`orderedUuid`), as the service's ids are (UUIDv7)
  *   leaseId = <run>b<seq> as 32 hex digits; the complete uses the begin's own
  *             "leaseId" column, captured with \gset (which also checks one row came back)
  */
@@ -14,6 +14,15 @@ import { renderBegin, renderComplete, SENTINEL } from './statements.js';
 /** A uuid made of the run number, a letter and a counter: unique per run and transaction. */
 export const seqUuid = (letter: string, counter: string) =>
   `lpad(to_hex(:rn::bigint), 7, '0') || '${letter}' || lpad(to_hex(${counter}::bigint), 24, '0')`;
+
+/**
+ * A uuid ordered by the time `at` (an SQL timestamptz expression), laid out
+ * like the service's UUIDv7 ids (`src/ledger/ids.ts`): 12 hex digits of Unix
+ * milliseconds, a 7, then random hex. Rows written at about the same time get
+ * ids on the same index pages, as the service's do.
+ */
+export const orderedUuid = (at: string) =>
+  `(lpad(to_hex((extract(epoch FROM ${at}) * 1000)::bigint), 12, '0') || '7' || substr(md5(random()::text), 1, 19))::uuid`;
 
 /** `<8 hex>/<tag>/<seq>`: spread over the key space like the HTTP driver's keys. */
 export const SCATTERED_KEY = `substr(md5(:seq::text), 1, 8) || '/' || :kp::text || '/' || :seq::text`;
@@ -28,15 +37,15 @@ export function counters(tag: string, run: number): ScriptBuilder {
     .meta('\\set seq :client_id * 1000000000 + :n');
 }
 
-const RANDOM_UUID = 'gen_random_uuid()';
+const NEW_ID = orderedUuid('clock_timestamp()');
 
 function beginThenComplete(b: ScriptBuilder, scope: string, key: string, lease: string): PgbenchScript {
   b.query(
     renderBegin(scope),
     new Map([
       [SENTINEL.key, key],
-      [SENTINEL.newId, RANDOM_UUID],
-      [SENTINEL.eventId, RANDOM_UUID],
+      [SENTINEL.newId, NEW_ID],
+      [SENTINEL.eventId, NEW_ID],
       [SENTINEL.leaseId, seqUuid(lease, ':seq')],
     ]),
     'b_',
@@ -45,7 +54,7 @@ function beginThenComplete(b: ScriptBuilder, scope: string, key: string, lease: 
     renderComplete(scope),
     new Map([
       [SENTINEL.key, key],
-      [SENTINEL.eventId, RANDOM_UUID],
+      [SENTINEL.eventId, NEW_ID],
       [SENTINEL.leaseId, ':b_leaseId'],
     ]),
   );
@@ -73,8 +82,8 @@ export function replayScript(scope: string, prefix: string, keys: number, run: n
     renderBegin(scope, true),
     new Map([
       [SENTINEL.key, ':kp::text || :i::text'],
-      [SENTINEL.newId, RANDOM_UUID],
-      [SENTINEL.eventId, RANDOM_UUID],
+      [SENTINEL.newId, NEW_ID],
+      [SENTINEL.eventId, NEW_ID],
       [SENTINEL.leaseId, seqUuid('d', ':seq')],
     ]),
   );

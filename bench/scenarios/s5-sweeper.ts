@@ -30,7 +30,7 @@ async function finishBacklog(b: Bench, tag: string): Promise<void> {
   const db = postgresDatabase(b.db.url, settings.db);
   try {
     const deadline = Date.now() + 600_000;
-    while ((await b.db.dueLapses(b.scope, tag)) > 0 && Date.now() < deadline)
+    while ((await b.db.lapseDue(b.scope, tag)) && Date.now() < deadline)
       await sweepOnce(db, settings.sweep, 'bench');
   } finally {
     await db.close();
@@ -79,8 +79,7 @@ export async function runS5(b: Bench): Promise<ScenarioResult> {
       let drainedAt: number | undefined;
       const watch = (async () => {
         while (drainedAt === undefined && Date.now() - insertedAt < capMs) {
-          const due = await b.db.dueLapses(b.scope, tag);
-          if (due === 0) drainedAt = Date.now();
+          if (!(await b.db.lapseDue(b.scope, tag))) drainedAt = Date.now();
           else await sleep(200);
         }
       })();
