@@ -24,7 +24,7 @@ WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
            ELSE 'in_progress' END
     WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
     ELSE o.status END AS eff OFFSET 0) e
-      WHERE o.status = 'in_progress' AND o.lease_expires_at <= c.now AND e.eff <> o.status
+      WHERE o.status = 'in_progress' AND o.lease_expires_at <= (SELECT now FROM clock) AND e.eff <> o.status
       ORDER BY o.lease_expires_at LIMIT $1::int)
     UNION ALL
     (
@@ -46,7 +46,7 @@ WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
            ELSE 'in_progress' END
     WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
     ELSE o.status END AS eff OFFSET 0) e
-      WHERE o.status = 'pending_approval' AND o.approval_deadline <= c.now AND e.eff <> o.status
+      WHERE o.status = 'pending_approval' AND o.approval_deadline <= (SELECT now FROM clock) AND e.eff <> o.status
       ORDER BY o.approval_deadline LIMIT $1::int)
   ), stamp AS (SELECT clock_timestamp() AS at), lapsed AS (
     UPDATE idem_operations o SET status = due.eff, updated_at = due.updated_at, completed_at = due.completed_at, retained_until = due.retained_until, result = due.result, approval_state = due.approval_state, approval_decided_at = due.approval_decided_at,

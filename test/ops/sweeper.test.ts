@@ -9,6 +9,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
+import { renderedStatements } from '../../src/ledger/sql/rendered.js';
 import { type SweepResult, sweepOnce } from '../../src/ledger/sweeper.js';
 import { onPostgres } from '../support/engine.js';
 import { client, expireApproval, expireLease, snapshot } from '../support/http.js';
@@ -408,5 +409,56 @@ describe('purge', () => {
       const ev = (await api.events(key)).body.events.map((e: { type: string }) => e.type);
       expect(ev).toEqual(['created']);
     }
+  });
+});
+
+describe('a pass with nothing due', () => {
+  let own: TestApp;
+  beforeAll(async () => {
+    own = await createTestApp();
+  }, SETUP_MS);
+  afterAll(() => own?.close());
+
+  it('reads no row: the clock bounds the due scans as their index condition', async () => {
+    const api = client(own.app, 'not-due');
+    for (let i = 0; i < 40; i++) {
+      await api.begin({ key: `live-${i}`, request: { i }, leaseMs: 600_000 });
+      await api.begin({
+        key: `waiting-${i}`,
+        request: { i },
+        requireApproval: true,
+        approvalTimeoutMs: 3_600_000,
+      });
+    }
+    const lapse = renderedStatements().find((s) => s.name === 'lapse_batch')!;
+    const text = lapse.text.replace(/\$1::int/g, '500').replace(/\$2::text/g, `'test'::text`);
+    const [row] = await own.db.rows<{ 'QUERY PLAN': unknown }>(
+      sql.raw(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`),
+    );
+    const plan = row!['QUERY PLAN'];
+    const scans: Record<string, unknown>[] = [];
+    const walk = (n: unknown): void => {
+      if (Array.isArray(n)) n.forEach(walk);
+      else if (n && typeof n === 'object') {
+        const node = n as Record<string, unknown>;
+        if (
+          typeof node['Index Name'] === 'string' &&
+          /lease_expiry|approval_deadline/.test(node['Index Name'])
+        )
+          scans.push(node);
+        Object.values(node).forEach(walk);
+      }
+    };
+    walk(typeof plan === 'string' ? JSON.parse(plan) : plan);
+    expect(scans.map((s) => s['Index Name']).sort()).toEqual([
+      'idem_operations_approval_deadline_idx',
+      'idem_operations_lease_expiry_idx',
+    ]);
+    for (const s of scans) {
+      // 40 live rows in each index: a scan filtered above itself would return them all.
+      expect(s['Index Cond']).toMatch(/<=/);
+      expect(s['Actual Rows']).toBe(0);
+    }
+    expect(await sweepOnce(own.db, settings)).toEqual({ leaseExpired: 0, approvalExpired: 0, purged: 0 });
   });
 });

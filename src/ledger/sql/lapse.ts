@@ -33,13 +33,23 @@ const dueOf = (where: string, order: string) => `(
       WHERE ${where} AND e.eff <> o.status
       ORDER BY ${order} LIMIT $limit::int)`;
 
+/**
+ * The clock as a scalar subquery where a due scan compares it, so that it is
+ * the index condition and the scan stops at the first row not yet due. As
+ * `<= c.now` over the joined clock it was a join filter: with nothing due the
+ * scan read every live lease's row (200,000 live leases: 45 ms a pass, and
+ * on a 10-million-row ledger heap pages enough to flush the buffer cache
+ * every second). Still one `now()` per statement: the CTE is evaluated once.
+ */
+const NOW = '(SELECT now FROM clock)';
+
 const LAPSE_BATCH = statement(
   'lapse_batch',
   `
   WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
-    ${dueOf(`o.status = 'in_progress' AND o.lease_expires_at <= c.now`, 'o.lease_expires_at')}
+    ${dueOf(`o.status = 'in_progress' AND o.lease_expires_at <= ${NOW}`, 'o.lease_expires_at')}
     UNION ALL
-    ${dueOf(`o.status = 'pending_approval' AND o.approval_deadline <= c.now`, 'o.approval_deadline')}
+    ${dueOf(`o.status = 'pending_approval' AND o.approval_deadline <= ${NOW}`, 'o.approval_deadline')}
   ), ${STAMP_CTE}, lapsed AS (
     UPDATE idem_operations o SET status = due.eff, ${LAPSED.map((k) => `${k} = due.${k}`).join(', ')},
       version = o.version + 1
