@@ -31,7 +31,7 @@ WITH cur AS (
       RETURNING o.*
     ), lapse_ev AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT cur.scope, md5(cur.id::text || '/lapse/' || cur.version)::uuid, cur.id, cur.key, cur.version, CASE cur.eff_status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, (SELECT at FROM stamp), 'system', cur.attempt,
+      SELECT cur.scope, (left(replace(cur.id::text, '-', ''), 12) || substr(md5(cur.id::text || '/lapse/' || cur.version), 13))::uuid, cur.id, cur.key, cur.version, CASE cur.eff_status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, (SELECT at FROM stamp), 'system', cur.attempt,
         jsonb_build_object('status', cur.eff_status,
           'lapsedAt', to_char(CASE WHEN cur.eff_status = 'rejected' THEN cur.approval_deadline ELSE cur.lease_expires_at END AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
       FROM cur WHERE cur.eff_status <> cur.status AND EXISTS (SELECT 1 FROM upd)

@@ -56,7 +56,7 @@ WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
     RETURNING o.*
   ), ev AS (
     INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT l.scope, md5(l.id::text || '/lapse/' || l.version - 1)::uuid, l.id, l.key, l.version - 1, CASE l.status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, (SELECT at FROM stamp), $2::text, l.attempt,
+      SELECT l.scope, (left(replace(l.id::text, '-', ''), 12) || substr(md5(l.id::text || '/lapse/' || l.version - 1), 13))::uuid, l.id, l.key, l.version - 1, CASE l.status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, (SELECT at FROM stamp), $2::text, l.attempt,
         jsonb_build_object('status', l.status,
           'lapsedAt', to_char(l.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
       FROM lapsed l

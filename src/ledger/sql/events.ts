@@ -33,9 +33,15 @@ export function insertEvent(e: EventInsert): string {
       FROM ${e.from}${e.where ? ` WHERE ${e.where}` : ''}`;
 }
 
-/** The id of the lapse event of row `r` at `version` (its own by default): a lapse happens once per version. */
+/**
+ * The id of the lapse event of row `r` at `version` (its own by default): a
+ * lapse happens once per version, so every writer of it makes the same id.
+ * The first 12 hex digits are the operation id's (for a UUIDv7 id, when it
+ * was made), the rest is a hash: the lapses of operations made together,
+ * which expire together, then land on the same index pages.
+ */
 export const lapseEventId = (r: string, version = `${r}.version`) =>
-  `md5(${r}.id::text || '/lapse/' || ${version})::uuid`;
+  `(left(replace(${r}.id::text, '-', ''), 12) || substr(md5(${r}.id::text || '/lapse/' || ${version}), 13))::uuid`;
 
 /**
  * The event of a lapse. Like every event it is stamped when it is recorded, so
