@@ -11,7 +11,7 @@ import { loadConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
 import { renderedStatements } from '../../src/ledger/sql/rendered.js';
 import { type SweepResult, sweepOnce } from '../../src/ledger/sweeper.js';
-import { onPostgres } from '../support/engine.js';
+import { onCitus, onPostgres } from '../support/engine.js';
 import { client, expireApproval, expireLease, snapshot } from '../support/http.js';
 import { createTestApp, type TestApp } from '../support/service.js';
 
@@ -412,7 +412,9 @@ describe('purge', () => {
   });
 });
 
-describe('a pass with nothing due', () => {
+// Citus refuses EXPLAIN ANALYZE of this statement (its event INSERT ... SELECT is not
+// pushable to the shards); the sweeps above run it there.
+describe.skipIf(onCitus())('a pass with nothing due', () => {
   let own: TestApp;
   beforeAll(async () => {
     own = await createTestApp();
