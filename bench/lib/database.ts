@@ -91,15 +91,14 @@ export class BenchDatabase {
     return Object.fromEntries(rows.map((r) => [r.status, r.n]));
   }
 
-  /** Rows of `scope` and `tag` whose lapse is due but not written (the service's own rule, `effStatus`). */
   /**
    * S5's watcher: whether any lapse of the fixture `tag` is still due, by the
    * service's own lapse rule. It asks for one row, through the partial index
    * of in-progress leases, from the oldest expiry: the sweeper drains oldest
    * first, so while the backlog lasts the first row answers, and the watcher
    * costs next to nothing. (It used to count every row of the scope by the
-   * rule, five times a second: about a tenth of the two cores, taken from S1
-   * during the drain only.)
+   * rule, five times a second: 52-59 ms a call on 300,000 rows, a quarter of
+   * one core, taken from S1 during the drain only.)
    */
   async lapseDue(scope: string, tag: string): Promise<boolean> {
     const rows = await this.query<{ due: boolean }>(

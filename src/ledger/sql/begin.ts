@@ -33,7 +33,6 @@
  * 3. `LAPSE`: write the lapse a read already shows (an unknown outcome or an
  *    expired approval about to be answered), so lists and the log agree.
  */
-
 import type { Effect } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
 import { statement } from '../../db/statement.js';

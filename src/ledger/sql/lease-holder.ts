@@ -10,7 +10,6 @@
  *   release:             current, status in_progress / outcome_unknown
  *   unknown:             current, status in_progress
  */
-
 import type { Database } from '../../db/database.js';
 import { newId } from '../ids.js';
 import { type TransitionResult, transition, transitionStatement } from './transition.js';

@@ -11,7 +11,6 @@
  *               the last holder is superseded)
  *            [and attempt = expectedAttempt, if given: compare-and-set]
  */
-
 import type { Database } from '../../db/database.js';
 import { newId } from '../ids.js';
 import { type TransitionResult, transition, transitionStatement } from './transition.js';
