@@ -17,6 +17,11 @@ export interface Config {
     idleInTransactionTimeoutMs: number;
     /** Hot-path statements as named prepared statements (off for poolers that cannot keep them). */
     prepared: boolean;
+    /**
+     * Statements of one kind in flight before the next ones are folded into one
+     * multi-row statement (coalescing); 0 turns it off.
+     */
+    coalesce: number;
   };
   keysFile: string | undefined;
   sweep: { intervalMs: number; batchSize: number; purgeBatchSize: number; enabled: boolean };
@@ -76,6 +81,7 @@ export function loadConfig(env: Env = process.env): Config {
       lockTimeoutMs: int(env, 'IDEM_DB_LOCK_TIMEOUT_MS', 2000, 100, 600_000),
       idleInTransactionTimeoutMs: int(env, 'IDEM_DB_IDLE_TX_TIMEOUT_MS', 10_000, 100, 600_000),
       prepared: bool(env, 'IDEM_DB_PREPARED', true),
+      coalesce: int(env, 'IDEM_DB_COALESCE', 2, 0, 1000),
     },
     keysFile: env.IDEM_KEYS_FILE || undefined,
     sweep: {

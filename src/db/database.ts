@@ -33,6 +33,12 @@ export interface Database {
    * on Postgres (parsed and planned once per connection) unless turned off.
    */
   run<T>(st: Statement, values: Readonly<Record<string, unknown>>): Promise<T[]>;
+  /**
+   * Coalescing (`coalesce.ts`): present on a pooled Postgres database with
+   * `IDEM_DB_COALESCE` above 0; `enabled` once the database is known not to be
+   * Citus (`awaitDatabase`). Absent on a database bound to one connection.
+   */
+  readonly coalesce?: Coalescing;
   /** The drizzle handle, for the migrator. */
   readonly drizzle: ReturnType<typeof drizzlePg> | ReturnType<typeof drizzlePglite>;
   poolStats(): PoolStats;
@@ -40,6 +46,12 @@ export interface Database {
 }
 
 export type DbSettings = Config['db'];
+
+export interface Coalescing {
+  /** Statements of one kind in flight before the next ones are folded. */
+  readonly inFlight: number;
+  enabled: boolean;
+}
 
 /** A node-postgres pool with every timeout set: none of them has a default. */
 export function createPgPool(url: string, s: DbSettings, onError?: (err: Error) => void): pg.Pool {
@@ -101,6 +113,7 @@ export function postgresDatabase(url: string, s: DbSettings, onError?: (err: Err
   const pool = createPgPool(url, s, onError);
   return withReruns({
     ...clientDatabase(pool, { prepared: s.prepared }),
+    ...(s.coalesce > 0 && { coalesce: { inFlight: s.coalesce, enabled: false } }),
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: () => pool.end(),
   });

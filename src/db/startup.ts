@@ -43,6 +43,17 @@ export function describeFailure(err: unknown): { code?: string; reason: string }
   return { ...(typeof inner.code === 'string' ? { code: inner.code } : {}), reason: message.split('\n')[0]! };
 }
 
+/**
+ * Turns coalescing on once the database answers, unless it is Citus: a
+ * multi-row statement names its scopes in arrays, so Citus cannot route it
+ * to one shard; there every statement runs alone.
+ */
+export async function enableCoalescing(db: Database): Promise<void> {
+  if (!db.coalesce) return;
+  const citus = await db.rows(sql`SELECT 1 FROM pg_extension WHERE extname = 'citus'`);
+  db.coalesce.enabled = citus.length === 0;
+}
+
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
     const t = setTimeout(resolve, ms);
@@ -65,6 +76,7 @@ export async function awaitDatabase(db: Database, log: StartupLog, o: StartupOpt
     try {
       await db.rows(sql`SELECT 1`);
       log.info({ engine: db.kind, ...o.where }, 'database opened');
+      await enableCoalescing(db);
       if (o.migrate) {
         await migrateDatabase(db, o.databaseUrl);
         log.info({}, 'migrations applied');

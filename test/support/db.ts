@@ -89,6 +89,8 @@ export async function createTestDatabase(
   const pools: Database[] = [];
   const open = (s: Partial<typeof settings> = {}) => {
     const d = postgresDatabase(url, { ...settings, ...s });
+    // As the service does once the database answers (`enableCoalescing`): on, except on Citus.
+    if (d.coalesce) d.coalesce.enabled = !engine.citus;
     pools.push(d);
     return d;
   };

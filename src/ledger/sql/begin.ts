@@ -34,6 +34,7 @@
  *    expired approval about to be answered), so lists and the log agree.
  */
 import type { Effect } from '../../contract/index.js';
+import { arrayValues, coalescerFor, type Fold, rowIdentity } from '../../db/coalesce.js';
 import type { Database } from '../../db/database.js';
 import { statement } from '../../db/statement.js';
 import { newId } from '../ids.js';
@@ -123,10 +124,104 @@ export const BEGIN_INSERT = statement(
 );
 
 /**
+ * Several new keys in one statement (coalescing, `db/coalesce.ts`): the same
+ * statement as `BEGIN_INSERT` over the rows of `input`, each parameter an
+ * array with one element per begin. Each input gets the row `BEGIN_INSERT`
+ * would have answered alone: its own written row and `created` event, or on
+ * a conflict the row read back, or nothing when a concurrent insert not yet
+ * visible won the key. The rows are inserted in key order, so two batches
+ * that share keys wait for each other instead of deadlocking.
+ */
+const MANY_TYPES: Record<string, string> = {
+  scope: 'text',
+  key: 'text',
+  id: 'uuid',
+  fingerprint: 'text',
+  effect: 'text',
+  status: 'text',
+  attempt: 'int',
+  leaseId: 'uuid',
+  owner: 'text',
+  leaseMs: 'int',
+  dispatch: 'boolean',
+  request: 'jsonb',
+  metadata: 'jsonb',
+  approvalState: 'text',
+  approvalMs: 'bigint',
+  retentionMs: 'bigint',
+  eventId: 'uuid',
+  actor: 'text',
+};
+const MANY_NAMES = Object.keys(MANY_TYPES);
+
+export const BEGIN_INSERT_MANY = statement(
+  'begin_insert_many',
+  `
+  WITH input AS (
+    SELECT * FROM unnest(${MANY_NAMES.map((n) => `$${n}::${MANY_TYPES[n]}[]`).join(', ')})
+      AS i(${MANY_NAMES.map((n) => `"${n}"`).join(', ')})
+  ), written AS (
+    INSERT INTO idem_operations (${INSERT_COLUMNS})
+    SELECT ${INSERT_VALUES.replace(/\$([A-Za-z]+)/g, 'i."$1"')}
+    FROM input i ORDER BY i.scope, i.key
+    ON CONFLICT (scope, key) DO NOTHING
+    RETURNING *
+  ), ev AS (
+    ${insertEvent({
+      from: 'written w JOIN input i ON i.scope = w.scope AND i.key = w.key',
+      row: 'w',
+      id: 'i."eventId"',
+      type: `'created'`,
+      at: 'w.created_at',
+      actor: 'i.actor',
+      detail: `jsonb_build_object('status', w.status, 'owner', w.lease_owner, 'dispatched', w.dispatched_at IS NOT NULL)`,
+    })}
+  ), found AS (
+    SELECT 'written' AS via, ${columnsOf('w')} FROM written w
+    UNION ALL
+    SELECT 'read', ${columnsOf('o')} FROM input i
+      -- One primary-key read per input: OFFSET 0 keeps the subquery from becoming a join.
+      CROSS JOIN LATERAL (SELECT * FROM idem_operations o WHERE o.scope = i.scope AND o.key = i.key OFFSET 0) o
+    WHERE NOT EXISTS (SELECT 1 FROM written w WHERE w.scope = i.scope AND w.key = i.key)
+  )${ANSWER}`,
+);
+
+type BeginValues = ReturnType<typeof beginValues>;
+
+/** The rows `BEGIN_INSERT_MANY` answered, by input identity. */
+export async function insertMany(
+  db: Database,
+  inputs: readonly BeginValues[],
+): Promise<Map<string, BeginRow>> {
+  const rows = await db.run<Record<string, unknown>>(BEGIN_INSERT_MANY, arrayValues(MANY_NAMES, inputs));
+  const out = new Map<string, BeginRow>();
+  for (const raw of rows) {
+    const row = fromDb<BeginRow>(raw);
+    out.set(rowIdentity(row.scope, row.key), row);
+  }
+  return out;
+}
+
+async function insertOne(db: Database, v: BeginValues): Promise<BeginRow | undefined> {
+  const rows = await db.run<Record<string, unknown>>(BEGIN_INSERT, v);
+  return rows[0] ? fromDb<BeginRow>(rows[0]) : undefined;
+}
+
+/** How begins fold (`db/coalesce.ts`). */
+const beginFold = (db: Database): Fold<BeginValues, BeginRow | undefined> => ({
+  identity: (v) => rowIdentity(v.scope, v.key),
+  one: (v) => insertOne(db, v),
+  many: (vs) => insertMany(db, vs),
+  absent: undefined,
+});
+
+/**
  * Insert a new key, or read the existing row. `likelyExists` (the key was seen
  * lately) reads first and inserts only when the read found nothing; either way
  * the answer is the same, only its cost differs. The unique key, never the
  * read, decides a race: a read that finds nothing is followed by the insert.
+ * On a pooled database that coalesces, concurrent inserts may share one
+ * statement (`BEGIN_INSERT_MANY`), each with its own answer.
  */
 export async function insertOrRead(
   db: Database,
@@ -140,8 +235,9 @@ export async function insertOrRead(
       return read;
     }
   }
-  const rows = await db.run<Record<string, unknown>>(BEGIN_INSERT, beginValues(i));
-  return rows[0] ? fromDb<BeginRow>(rows[0]) : undefined;
+  const v = beginValues(i);
+  const co = coalescerFor(db, BEGIN_INSERT.name, beginFold);
+  return co ? co.run(v) : insertOne(db, v);
 }
 
 /** The values of `BEGIN_INSERT`, by parameter name (exported for the benchmark). */

@@ -23,6 +23,7 @@
  * `$name` (see `db/statement.ts`): every shape has `$scope`, `$key`, and
  * `$actor` and `$eventId` when it writes an event.
  */
+import { arrayValues, coalescerFor, type Fold, rowIdentity } from '../../db/coalesce.js';
 import type { Database } from '../../db/database.js';
 import { type Statement, statement } from '../../db/statement.js';
 import { IdemError } from '../../errors.js';
@@ -73,34 +74,65 @@ type TransitionRow = OperationRow & {
   alreadyDone: boolean | null;
 };
 
-/** Builds the statement of one shape (at module load: one text per shape). */
-export function transitionStatement(t: TransitionShape): Statement {
-  const prepare = t.prepare ? `,\n      ${t.prepare}` : '';
+/**
+ * The text of a shape: for one row (`$scope`, `$key`), or for many (`many`:
+ * the input relation `i` from `unnest` of one array per parameter, its
+ * columns `p_<name>`, carried in `cur` so every later part reads them there).
+ * The many-row text is the one-row text with every "the row" made "the
+ * row of this input": each join and each EXISTS on `upd` matches by key.
+ */
+function transitionText(
+  t: TransitionShape,
+  many?: { names: readonly string[]; types: Readonly<Record<string, string>> },
+): string {
+  // A parameter: `$x` for one row; in many, the input's `p_x`, read from `i` inside cur, else from cur.
+  const p = (text: string | undefined, from = 'cur') =>
+    many && text ? text.replace(/\$([A-Za-z][A-Za-z0-9]*)/g, `${from}."p_$1"`) : text;
+  const sameRow = (a: string, b: string) => `${a}.scope = ${b}.scope AND ${a}.key = ${b}.key`;
+  const hasUpd = many
+    ? `EXISTS (SELECT 1 FROM upd u WHERE ${sameRow('u', 'cur')})`
+    : 'EXISTS (SELECT 1 FROM upd)';
+  const prepare = t.prepare ? `,\n      ${p(t.prepare, 'i')}` : '';
   const event = t.event
     ? `, ev AS (
-      ${insertEvent({ from: 'upd u, cur', row: 'u', id: '$eventId::uuid', type: t.event.type, at: STAMP, actor: '$actor::text', detail: t.event.detail })}
+      ${insertEvent({ from: many ? `upd u JOIN cur ON ${sameRow('cur', 'u')}` : 'upd u, cur', row: 'u', id: p('$eventId::uuid')!, type: p(t.event.type)!, at: STAMP, actor: p('$actor::text')!, detail: p(t.event.detail)! })}
     )`
     : '';
   const refusal = t.refusal
     ? `, refused AS (
-      ${insertEvent({ from: 'cur', row: 'cur', id: '$eventId::uuid', type: t.refusal.type, at: STAMP, actor: '$actor::text', detail: t.refusal.detail, where: `NOT EXISTS (SELECT 1 FROM upd) AND (${t.refusal.when})` })}
+      ${insertEvent({ from: 'cur', row: 'cur', id: p('$eventId::uuid')!, type: p(t.refusal.type)!, at: STAMP, actor: p('$actor::text')!, detail: p(t.refusal.detail)!, where: `NOT ${hasUpd} AND (${p(t.refusal.when)})` })}
     )`
     : '';
-  return statement(
-    t.name,
-    `
-    WITH cur AS (
-      SELECT o.*, c.now, ${effStatus('o', 'c.now')} AS eff_status,
+  const input = many
+    ? `input AS (
+      SELECT * FROM unnest(${many.names.map((n) => `$${n}::${many.types[n]}[]`).join(', ')})
+        AS i(${many.names.map((n) => `"p_${n}"`).join(', ')})
+    ), `
+    : '';
+  const locked = (where: string, extra = '') => `SELECT o.*, c.now, ${effStatus('o', 'c.now')} AS eff_status,
         (o.lease_expires_at > c.now) AS lease_live,
-        c.now + o.retention_ms * interval '1 millisecond' AS retain_until${prepare}
+        c.now + o.retention_ms * interval '1 millisecond' AS retain_until${prepare}${extra}
       FROM idem_operations o CROSS JOIN ${CLOCK}
-      WHERE o.scope = $scope AND o.key = $key
-      FOR UPDATE OF o
+      WHERE ${where}
+      FOR UPDATE OF o`;
+  // Many: one locked primary-key read per input, in key order (a lateral subquery cannot
+  // become a join, so no plan scans the table), so two batches lock shared keys alike.
+  const cur = many
+    ? `SELECT l.*, i.* FROM (SELECT * FROM input ORDER BY "p_scope", "p_key") i
+      CROSS JOIN LATERAL (${locked(`o.scope = i."p_scope" AND o.key = i."p_key"`)}) l`
+    : locked('o.scope = $scope AND o.key = $key');
+  return `
+    WITH ${input}cur AS (
+      ${cur}
     ), ${STAMP_CTE}, upd AS (
-      UPDATE idem_operations o SET ${t.set}, version = cur.version + 1, updated_at = ${t.updatedAt ?? 'cur.now'}
+      UPDATE idem_operations o SET ${p(t.set)}, version = cur.version + 1, updated_at = ${p(t.updatedAt) ?? 'cur.now'}
       FROM cur
-      -- The key again, not only the join to cur: Citus prunes to one shard by the WHERE alone.
-      WHERE o.scope = $scope AND o.key = $key AND o.scope = cur.scope AND o.key = cur.key AND (${t.guard})
+      ${
+        many
+          ? `WHERE ${sameRow('o', 'cur')} AND (${p(t.guard)})`
+          : `-- The key again, not only the join to cur: Citus prunes to one shard by the WHERE alone.
+      WHERE o.scope = $scope AND o.key = $key AND o.scope = cur.scope AND o.key = cur.key AND (${t.guard})`
+      }
       RETURNING o.*
     ), lapse_ev AS (
       ${insertEvent({
@@ -111,22 +143,74 @@ export function transitionStatement(t: TransitionShape): Statement {
         at: STAMP,
         actor: `'system'`,
         detail: LAPSE_EVENT_DETAIL('cur.eff_status', lapsedAt('cur')),
-        where: 'cur.eff_status <> cur.status AND EXISTS (SELECT 1 FROM upd)',
+        where: `cur.eff_status <> cur.status AND ${hasUpd}`,
       })}
     )${event}${refusal}, res AS (
       SELECT true AS changed, ${columnsOf('u')} FROM upd u
       UNION ALL
-      SELECT false, ${columnsOf('cur')} FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)
+      SELECT false, ${columnsOf('cur')} FROM cur WHERE NOT ${hasUpd}
     )
-    SELECT r.changed, cur.eff_status AS "prevStatus", (${t.alreadyDone ?? 'NULL::boolean'}) AS "alreadyDone",
+    SELECT r.changed, cur.eff_status AS "prevStatus", (${p(t.alreadyDone) ?? 'NULL::boolean'}) AS "alreadyDone",
       ${projection('r')}
-    FROM res r CROSS JOIN cur CROSS JOIN LATERAL (SELECT cur.now AS now) c ${effectiveOf('r')}`,
+    FROM res r ${many ? `JOIN cur ON ${sameRow('cur', 'r')}` : 'CROSS JOIN cur'} CROSS JOIN LATERAL (SELECT cur.now AS now) c ${effectiveOf('r')}`;
+}
+
+/** Builds the statement of one shape (at module load: one text per shape). */
+export function transitionStatement(t: TransitionShape): Statement {
+  return statement(t.name, transitionText(t));
+}
+
+/** A shape's statement and its many-row form (`<name>_many`), for a transition that coalesces. */
+export interface FoldedTransition {
+  one: Statement;
+  many: Statement;
+  names: readonly string[];
+  /** How it folds on a database (`db/coalesce.ts`): the answer of each input, or none (NOT_FOUND). */
+  fold(db: Database): Fold<TransitionValues, TransitionResult | undefined>;
+}
+
+/**
+ * The shape for one row and for many. `types` gives each parameter's SQL type
+ * (the many-row form binds one array per parameter); every parameter of the
+ * one-row text must have one.
+ */
+export function foldedTransitionStatement(
+  t: TransitionShape,
+  types: Readonly<Record<string, string>>,
+): FoldedTransition {
+  const one = transitionStatement(t);
+  const names = one.params;
+  for (const n of names) if (!types[n]) throw new Error(`transition ${t.name}: no SQL type for $${n}`);
+  const many = statement(
+    `${t.name}_many`,
+    transitionText({ ...t, name: `${t.name}_many` }, { names, types }),
   );
+  const f: FoldedTransition = {
+    one,
+    many,
+    names,
+    fold: (db) => ({
+      identity: (v) => rowIdentity(v.scope, v.key),
+      one: (v) => transitionOne(db, f, v),
+      many: (vs) => transitionMany(db, f, vs),
+      absent: undefined,
+    }),
+  };
+  return f;
 }
 
 /** When the lapse of `cur` happened: its lease expiry, or its approval deadline. */
 const lapsedAt = (r: string) =>
   `CASE WHEN ${r}.eff_status = 'rejected' THEN ${r}.approval_deadline ELSE ${r}.lease_expires_at END`;
+
+function resultOf(raw: Record<string, unknown>): TransitionResult {
+  // The row keeps the three flags as extra fields: copying 30 columns out of
+  // it (a rest pattern) cost about 1 µs a call, for nothing anyone reads.
+  const row = fromDb<TransitionRow>(raw);
+  return { changed: row.changed, row, prevStatus: row.prevStatus, alreadyDone: row.alreadyDone };
+}
+
+const notFound = () => new IdemError('NOT_FOUND', 'no such operation');
 
 /** Runs a transition; no row at all is NOT_FOUND. */
 export async function transition(
@@ -135,9 +219,48 @@ export async function transition(
   values: Readonly<Record<string, unknown>>,
 ): Promise<TransitionResult> {
   const rows = await db.run<Record<string, unknown>>(st, values);
-  if (!rows[0]) throw new IdemError('NOT_FOUND', 'no such operation');
-  // The row keeps the three flags as extra fields: copying 30 columns out of
-  // it (a rest pattern) cost about 1 µs a call, for nothing anyone reads.
-  const row = fromDb<TransitionRow>(rows[0]);
-  return { changed: row.changed, row, prevStatus: row.prevStatus, alreadyDone: row.alreadyDone };
+  if (!rows[0]) throw notFound();
+  return resultOf(rows[0]);
+}
+
+export type TransitionValues = Readonly<Record<string, unknown>> & { scope: string; key: string };
+
+/** Runs the many-row form on `inputs` (distinct keys): the answer of each, by `rowIdentity`; none for a missing row. */
+export async function transitionMany(
+  db: Database,
+  f: FoldedTransition,
+  inputs: readonly TransitionValues[],
+): Promise<Map<string, TransitionResult>> {
+  const rows = await db.run<Record<string, unknown>>(f.many, arrayValues(f.names, inputs));
+  const out = new Map<string, TransitionResult>();
+  for (const raw of rows) {
+    const r = resultOf(raw);
+    out.set(rowIdentity(r.row.scope, r.row.key), r);
+  }
+  return out;
+}
+
+async function transitionOne(
+  db: Database,
+  f: FoldedTransition,
+  v: TransitionValues,
+): Promise<TransitionResult | undefined> {
+  const rows = await db.run<Record<string, unknown>>(f.one, v);
+  return rows[0] ? resultOf(rows[0]) : undefined;
+}
+
+/**
+ * Runs a folded transition: alone, or, on a database that coalesces, in one
+ * statement with concurrent calls of the same shape. Each call gets its own
+ * answer; no row at all is NOT_FOUND.
+ */
+export async function foldedTransition(
+  db: Database,
+  f: FoldedTransition,
+  values: TransitionValues,
+): Promise<TransitionResult> {
+  const co = coalescerFor(db, f.one.name, f.fold);
+  const r = co ? await co.run(values) : await transitionOne(db, f, values);
+  if (!r) throw notFound();
+  return r;
 }
