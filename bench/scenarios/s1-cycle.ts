@@ -140,6 +140,30 @@ export async function measureCycles(
   }
 }
 
+/**
+ * How much of the service's work was coalesced (`IDEM_DB_COALESCE`), from its
+ * own metrics: the share of begins and completes that shared a statement,
+ * over the process's life (priming and every run).
+ */
+export async function coalescingNote(url: string): Promise<string | undefined> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const count = (statement: string, sent: string) =>
+    Number(
+      text.match(
+        new RegExp(`idem_db_coalesced_calls_total\\{statement="${statement}",sent="${sent}"\\} (\\d+)`),
+      )?.[1] ?? 0,
+    );
+  const share = (statement: string) => {
+    const folded = count(statement, 'folded');
+    const all = folded + count(statement, 'alone');
+    return all ? `${Math.round((100 * folded) / all)}%` : 'none';
+  };
+  const begin = share('idem_begin_insert');
+  const complete = share('idem_complete');
+  if (begin === 'none' && complete === 'none') return 'coalescing off (no calls counted)';
+  return `coalesced (folded into shared statements): ${begin} of new-key begins, ${complete} of completes`;
+}
+
 export interface S1Output {
   s1: ScenarioResult;
   s7: ScenarioResult;
@@ -169,6 +193,8 @@ export async function runS1(b: Bench): Promise<S1Output> {
           service: svc,
           httpFloor: floor,
         });
+        const folded = await coalescingNote(svc.url);
+        if (folded) notes.push(`S1 ${clients} clients: ${folded}`);
       } finally {
         await b.stopService(svc);
       }

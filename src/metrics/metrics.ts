@@ -9,6 +9,7 @@
  */
 import { sql } from 'drizzle-orm';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { coalescingStats } from '../db/coalesce.js';
 import type { Database } from '../db/database.js';
 import { isUnavailable } from '../db/errors.js';
 
@@ -112,6 +113,19 @@ export function createMetrics(db: Database, scopeGauges?: () => Promise<ScopeGau
       this.set({ state: 'idle' }, s.idle);
       this.set({ state: 'in_use' }, s.total - s.idle);
       this.set({ state: 'waiting' }, s.waiting);
+    },
+  });
+  new Counter({
+    name: 'idem_db_coalesced_calls_total',
+    help: 'hot-path calls by statement and how they were sent: alone, or folded with others into one statement (IDEM_DB_COALESCE)',
+    labelNames: ['statement', 'sent'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [statement, st] of Object.entries(coalescingStats(db))) {
+        this.inc({ statement, sent: 'alone' }, st.inputs - st.folded);
+        this.inc({ statement, sent: 'folded' }, st.folded);
+      }
     },
   });
   const load = prober(db, scopeGauges);
