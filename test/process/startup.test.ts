@@ -127,6 +127,9 @@ describe.skipIf(!onPostgres())(
       const before = svc.lines.length;
       await gate.open();
       await svc.waitFor('/readyz', 200);
+      // /readyz answers from the database, which can show the migrations a moment before
+      // the process logs them (after its migration connection closed): wait for the line.
+      await svc.waitForLine(/migrations applied/);
       const after = svc.messages().slice(before);
       expect(after).toContain('database opened');
       expect(after).toContain('migrations applied');
