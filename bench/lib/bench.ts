@@ -178,9 +178,10 @@ export class Bench {
   }
 }
 
-export type Side = 'service' | 'floor' | 'http' | 'sameSql';
+export type Side = 'service' | 'alone' | 'floor' | 'http' | 'sameSql';
 export const SIDE_LABEL: Record<Side, string> = {
   service: 'service',
+  alone: 'service, coalescing off (IDEM_DB_COALESCE=0)',
   floor: 'floor (pgbench -M prepared)',
   http: 'HTTP floor',
   sameSql: 'same SQL (pgbench)',

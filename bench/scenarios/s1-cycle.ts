@@ -93,6 +93,8 @@ export async function pgbenchCycles(
 export interface CycleOptions {
   /** The service to use (else one is started, primed and stopped). */
   service?: Service;
+  /** Also measure a second service with coalescing off (`IDEM_DB_COALESCE=0`), the setting's A/B. */
+  alone?: Service;
   /** Also measure the HTTP floor. */
   httpFloor?: HttpFloor;
   /** Also run the same-SQL diagnostic (default true). */
@@ -126,6 +128,19 @@ export async function measureCycles(
           'prepared',
         ),
     };
+    const alone = o.alone;
+    if (alone) {
+      // Two services' pools (at 64 clients, 65 connections each) would pass max_connections:
+      // each service run starts with none open (the pool reconnects during its warm-up).
+      fns.service = async (run) => {
+        await b.releaseServiceConnections();
+        return httpRun(b, svc.url, svc.pid, clients, beginCompleteCycle(b.scope, `svc-${run}`));
+      };
+      fns.alone = async (run) => {
+        await b.releaseServiceConnections();
+        return httpRun(b, alone.url, alone.pid, clients, beginCompleteCycle(b.scope, `alo-${run}`));
+      };
+    }
     const floor = o.httpFloor;
     if (floor)
       fns.http = (run) => httpRun(b, floor.url, floor.pid, clients, floorCycle(b.scope, `htf-${run}`));
@@ -179,9 +194,12 @@ export async function runS1(b: Bench): Promise<S1Output> {
   try {
     for (const clients of b.cfg.clients) {
       const svc = await b.startService(clients + 1);
+      let alone: Service | undefined;
       let p: Sides & { memory: ServiceMemory };
       try {
         await prime(b, svc, clients, beginCompleteCycle(b.scope, 'prime'));
+        alone = await b.startService(clients + 1, { IDEM_DB_COALESCE: '0' });
+        await prime(b, alone, clients, beginCompleteCycle(b.scope, 'prime-alone'));
         if (!floor) {
           const answers = await sampleAnswers(svc.url, b.scope);
           notes.push(
@@ -191,17 +209,29 @@ export async function runS1(b: Bench): Promise<S1Output> {
         }
         p = await measureCycles(b, clients, `S1 ${clients} clients`, notes, {
           service: svc,
+          alone,
           httpFloor: floor,
         });
         const folded = await coalescingNote(svc.url);
         if (folded) notes.push(`S1 ${clients} clients: ${folded}`);
       } finally {
         await b.stopService(svc);
+        if (alone) await b.stopService(alone);
       }
       detail[clients] = p;
       b.s1Rate.set(clients, spread(p.service.map((m) => m.perSecond)).median);
       const scenario = `begin (new key) + complete, ${clients} clients`;
       rows.push(...figureRows('S1', scenario, 'cycles/s', p), ...sideCpuRows('S1', scenario, 'cycle', p));
+      if (p.alone) {
+        const off = `${scenario}, coalescing off (IDEM_DB_COALESCE=0)`;
+        const q = { service: p.alone, floor: p.floor, sameSql: p.sameSql };
+        rows.push(...figureRows('S1', off, 'cycles/s', q), ...sideCpuRows('S1', off, 'cycle', q));
+        const gain = spread(p.service.map((m, i) => m.perSecond / p.alone![i]!.perSecond));
+        notes.push(
+          `S1 ${clients} clients: coalescing on / off (the default against IDEM_DB_COALESCE=0, same rounds), cycles/s: ${gain.median.toFixed(2)} [${gain.min.toFixed(2)}–${gain.max.toFixed(2)}]`,
+        );
+        notes.push(...errorNotes(`S1 ${clients} clients, coalescing off`, p.alone));
+      }
       notes.push(...errorNotes(`S1 ${clients} clients, service`, p.service));
       notes.push(...errorNotes(`S1 ${clients} clients, HTTP floor`, p.http ?? []));
       memory.set(clients, p.memory);
