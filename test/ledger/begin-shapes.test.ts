@@ -1,42 +1,14 @@
-/**
- * begin has two shapes (`sql/begin.ts`): insert first (for a key this process
- * has not seen) and, for one it has, a plain read first with the insert only
- * when the read finds nothing (a purged key). They must answer the same
- * for every key in every state; only their cost differs. Each key below is
- * put in one state through the API, then both shapes run on it with the same
- * input, and a new key is begun with each.
- */
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LEASE_MS, RETENTION_MS } from '../../src/contract/index.js';
-import { canonicalJson, fingerprintOf } from '../../src/ledger/json-value.js';
+import { fingerprintOf } from '../../src/ledger/json-value.js';
 import { RecentKeys } from '../../src/ledger/recent-keys.js';
 import { insertOrRead, type NewOperation } from '../../src/ledger/sql/begin.js';
+import { newOperation, REQUEST } from '../support/begin-input.js';
 import { client, expireApproval, expireLease } from '../support/http.js';
 import { createTestApp, type TestApp } from '../support/service.js';
 
 const SCOPE = 'shapes';
-const REQUEST = canonicalJson({ n: 1 }, 'request', 1 << 20);
 
-function input(key: string, over: Partial<NewOperation> = {}): NewOperation {
-  return {
-    scope: SCOPE,
-    key,
-    fingerprint: fingerprintOf(REQUEST),
-    effect: 'non_idempotent_write',
-    leaseId: randomUUID(),
-    leaseMs: LEASE_MS.default,
-    dispatch: true,
-    owner: null,
-    requireApproval: false,
-    approvalTimeoutMs: 60_000,
-    request: REQUEST,
-    metadata: '{}',
-    retentionMs: RETENTION_MS.default,
-    actor: 'test',
-    ...over,
-  };
-}
+const input = (key: string, over: Partial<NewOperation> = {}) => newOperation(SCOPE, key, over);
 
 /** The second-granular countdown may tick between two statements. */
 function comparable(row: object | undefined): Record<string, unknown> | undefined {

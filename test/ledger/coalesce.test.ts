@@ -13,9 +13,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LEASE_MS, RETENTION_MS } from '../../src/contract/index.js';
 import { arrayLiteral, Coalescer, coalescingStats, type Fold, rowIdentity } from '../../src/db/coalesce.js';
-import { canonicalJson, fingerprintOf } from '../../src/ledger/json-value.js';
+import { fingerprintOf } from '../../src/ledger/json-value.js';
 import { beginValues, insertMany, insertOrRead, type NewOperation } from '../../src/ledger/sql/begin.js';
 import {
   COMPLETE_FOLDED,
@@ -25,32 +24,14 @@ import {
 } from '../../src/ledger/sql/lease-holder.js';
 import { transitionMany } from '../../src/ledger/sql/transition.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
+import { newOperation, REQUEST } from '../support/begin-input.js';
 import { onPostgres } from '../support/engine.js';
 import { client, expireApproval, expireLease } from '../support/http.js';
 import { createTestApp, type TestApp } from '../support/service.js';
 
 const SCOPE = 'fold';
-const REQUEST = canonicalJson({ n: 1 }, 'request', 1 << 20);
 
-function input(key: string, over: Partial<NewOperation> = {}): NewOperation {
-  return {
-    scope: SCOPE,
-    key,
-    fingerprint: fingerprintOf(REQUEST),
-    effect: 'non_idempotent_write',
-    leaseId: randomUUID(),
-    leaseMs: LEASE_MS.default,
-    dispatch: true,
-    owner: null,
-    requireApproval: false,
-    approvalTimeoutMs: 60_000,
-    request: REQUEST,
-    metadata: '{}',
-    retentionMs: RETENTION_MS.default,
-    actor: 'test',
-    ...over,
-  };
-}
+const input = (key: string, over: Partial<NewOperation> = {}) => newOperation(SCOPE, key, over);
 
 /** A row without what differs between twin keys: ids, keys, times (and the second-granular countdown). */
 function twin(row: object | undefined): Record<string, unknown> | undefined {
