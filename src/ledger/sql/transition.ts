@@ -109,14 +109,14 @@ function transitionText(
         AS i(${many.names.map((n) => `"p_${n}"`).join(', ')})
     ), `
     : '';
-  const locked = (where: string, extra = '') => `SELECT o.*, c.now, ${effStatus('o', 'c.now')} AS eff_status,
+  const locked = (where: string) => `SELECT o.*, c.now, ${effStatus('o', 'c.now')} AS eff_status,
         (o.lease_expires_at > c.now) AS lease_live,
-        c.now + o.retention_ms * interval '1 millisecond' AS retain_until${prepare}${extra}
+        c.now + o.retention_ms * interval '1 millisecond' AS retain_until${prepare}
       FROM idem_operations o CROSS JOIN ${CLOCK}
       WHERE ${where}
       FOR UPDATE OF o`;
-  // Many: one locked primary-key read per input, in key order (a lateral subquery cannot
-  // become a join, so no plan scans the table), so two batches lock shared keys alike.
+  // Many: one locked primary-key read per input, in key order, so two batches lock shared
+  // keys alike. A subquery with FOR UPDATE is never flattened into a join: no plan scans the table.
   const cur = many
     ? `SELECT l.*, i.* FROM (SELECT * FROM input ORDER BY "p_scope", "p_key") i
       CROSS JOIN LATERAL (${locked(`o.scope = i."p_scope" AND o.key = i."p_key"`)}) l`
