@@ -11,7 +11,7 @@
 
 WITH input AS (
       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::uuid[], $6::uuid[], $7::text[])
-        AS i("p_scope", "p_key", "p_status", "p_result", "p_leaseId", "p_eventId", "p_actor")
+      AS i("p_scope", "p_key", "p_status", "p_result", "p_leaseId", "p_eventId", "p_actor")
     ), cur AS (
       SELECT l.*, i.* FROM (SELECT * FROM input ORDER BY "p_scope", "p_key") i
       CROSS JOIN LATERAL (SELECT o.*, c.now, CASE

@@ -24,9 +24,12 @@ export const DISTRIBUTION = [
   { table: 'idem_events', column: 'scope', colocateWith: 'idem_operations' },
 ] as const;
 
+/** A row when the connected database has the `citus` extension installed. */
+export const CITUS_INSTALLED = `SELECT 1 FROM pg_extension WHERE extname = 'citus'`;
+
 /** True when the connected database has the `citus` extension installed. */
 export async function hasCitus(client: Queryable): Promise<boolean> {
-  const { rows } = await client.query(`SELECT 1 FROM pg_extension WHERE extname = 'citus'`);
+  const { rows } = await client.query(CITUS_INSTALLED);
   return rows.length > 0;
 }
 

@@ -160,6 +160,19 @@ export class Coalescer<In, Out> {
 /** One identity per (scope, key): Postgres text cannot hold the separator. */
 export const rowIdentity = (scope: string, key: string) => `${scope}\u0000${key}`;
 
+/**
+ * The input relation of a multi-row statement: `unnest` of one array per
+ * parameter (`$name::type[]`), its columns named `<prefix><name>`.
+ */
+export function unnestInput(
+  names: readonly string[],
+  types: Readonly<Record<string, string>>,
+  prefix = '',
+): string {
+  return `SELECT * FROM unnest(${names.map((n) => `$${n}::${types[n]}[]`).join(', ')})
+      AS i(${names.map((n) => `"${prefix}${n}"`).join(', ')})`;
+}
+
 /** The values of a multi-row statement: for each parameter, the array of every input's value. */
 export function arrayValues(names: readonly string[], inputs: readonly object[]): Record<string, string> {
   const out: Record<string, string> = {};

@@ -5,6 +5,7 @@
  * per attempt, until the database answers; then it migrates and serves.
  */
 import { sql } from 'drizzle-orm';
+import { CITUS_INSTALLED } from './citus.js';
 import type { Database } from './database.js';
 import { isUnavailable } from './errors.js';
 import { migrateDatabase } from './migrate.js';
@@ -50,7 +51,7 @@ export function describeFailure(err: unknown): { code?: string; reason: string }
  */
 export async function enableCoalescing(db: Database): Promise<void> {
   if (!db.coalesce) return;
-  const citus = await db.rows(sql`SELECT 1 FROM pg_extension WHERE extname = 'citus'`);
+  const citus = await db.rows(sql.raw(CITUS_INSTALLED));
   db.coalesce.enabled = citus.length === 0;
 }
 

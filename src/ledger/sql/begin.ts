@@ -34,7 +34,7 @@
  *    expired approval about to be answered), so lists and the log agree.
  */
 import type { Effect } from '../../contract/index.js';
-import { arrayValues, coalescerFor, type Fold, rowIdentity } from '../../db/coalesce.js';
+import { arrayValues, coalescerFor, type Fold, rowIdentity, unnestInput } from '../../db/coalesce.js';
 import type { Database } from '../../db/database.js';
 import { statement } from '../../db/statement.js';
 import { newId } from '../ids.js';
@@ -158,8 +158,7 @@ export const BEGIN_INSERT_MANY = statement(
   'begin_insert_many',
   `
   WITH input AS (
-    SELECT * FROM unnest(${MANY_NAMES.map((n) => `$${n}::${MANY_TYPES[n]}[]`).join(', ')})
-      AS i(${MANY_NAMES.map((n) => `"${n}"`).join(', ')})
+    ${unnestInput(MANY_NAMES, MANY_TYPES)}
   ), written AS (
     INSERT INTO idem_operations (${INSERT_COLUMNS})
     SELECT ${INSERT_VALUES.replace(/\$([A-Za-z]+)/g, 'i."$1"')}

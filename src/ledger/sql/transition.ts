@@ -23,7 +23,7 @@
  * `$name` (see `db/statement.ts`): every shape has `$scope`, `$key`, and
  * `$actor` and `$eventId` when it writes an event.
  */
-import { arrayValues, coalescerFor, type Fold, rowIdentity } from '../../db/coalesce.js';
+import { arrayValues, coalescerFor, type Fold, rowIdentity, unnestInput } from '../../db/coalesce.js';
 import type { Database } from '../../db/database.js';
 import { type Statement, statement } from '../../db/statement.js';
 import { IdemError } from '../../errors.js';
@@ -105,8 +105,7 @@ function transitionText(
     : '';
   const input = many
     ? `input AS (
-      SELECT * FROM unnest(${many.names.map((n) => `$${n}::${many.types[n]}[]`).join(', ')})
-        AS i(${many.names.map((n) => `"p_${n}"`).join(', ')})
+      ${unnestInput(many.names, many.types, 'p_')}
     ), `
     : '';
   const locked = (where: string) => `SELECT o.*, c.now, ${effStatus('o', 'c.now')} AS eff_status,
