@@ -1,7 +1,7 @@
 /**
- * Coalescing (`src/db/coalesce.ts`): concurrent begins and completes may be
- * folded into one multi-row statement, and each must still get exactly the
- * answer, the rows and the events it would have got alone.
+ * Coalescing (`src/db/coalesce.ts`): concurrent begins, completes and reads
+ * by key may be folded into one multi-row statement, and each must still get
+ * exactly the answer, the rows and the events it would have got alone.
  *
  * The multi-row statements run here on both engines against keys in every
  * state, next to the one-row statements on twin keys in the same states.
@@ -22,6 +22,7 @@ import {
   completeValues,
   runComplete,
 } from '../../src/ledger/sql/lease-holder.js';
+import { readByKey, readManyByKey } from '../../src/ledger/sql/read.js';
 import { transitionMany } from '../../src/ledger/sql/transition.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { newOperation, REQUEST } from '../support/begin-input.js';
@@ -196,6 +197,23 @@ describe('the multi-row statements answer as the one-row ones', () => {
       expect(b, state).toEqual(a);
     }
   });
+
+  it('read by key: a key in every state, and one that is not there', async () => {
+    const keys = [...Object.keys(one).map((s) => `one/${s}`), ...Object.keys(many).map((s) => `many/${s}`)];
+    keys.push('never/begun');
+    const together = await readManyByKey(
+      t.db,
+      keys.map((key) => ({ scope: SCOPE, key })),
+    );
+    expect(together.has(rowIdentity(SCOPE, 'never/begun'))).toBe(false);
+    expect(together.size).toBe(keys.length - 1);
+    // The countdown is second-granular and the two statements run at different times.
+    const steady = (row: object | undefined) => row && { ...row, leaseSecondsLeft: undefined };
+    for (const key of keys) {
+      const alone = await readByKey(t.db, SCOPE, key);
+      expect(steady(together.get(rowIdentity(SCOPE, key))), key).toEqual(steady(alone));
+    }
+  });
 });
 
 /** An event without its id, time and operation. */
@@ -282,6 +300,20 @@ describe.runIf(onPostgres())('coalescing under concurrency', () => {
     expect(count('idem_complete', 'folded')).toBe(after.idem_complete!.folded);
     expect(count('idem_complete', 'alone')).toBe(after.idem_complete!.inputs - after.idem_complete!.folded);
     expect(count('idem_begin_insert', 'folded')).toBeGreaterThan(0);
+  });
+
+  it('many replays at once: each its own stored result, and the reads were shared', async () => {
+    const before = coalescingStats(t.db);
+    const n = 80;
+    const replies = await Promise.all(Array.from({ length: n }, (_, i) => api.begin(body(`cycle/${i}`))));
+    replies.forEach((r, i) => {
+      expect(r.status, `cycle/${i}`).toBe(200);
+      expect(r.headers['idempotent-replayed'], `cycle/${i}`).toBe('true');
+      expect(r.body.operation.key, `cycle/${i}`).toBe(`cycle/${i}`);
+      expect(r.body.operation.result, `cycle/${i}`).toEqual({ i });
+    });
+    const after = coalescingStats(t.db);
+    expect((after.idem_read_by_key?.folded ?? 0) - (before.idem_read_by_key?.folded ?? 0)).toBeGreaterThan(0);
   });
 });
 
