@@ -157,10 +157,14 @@ export async function measureCycles(
 
 /**
  * How much of the service's work was coalesced (`IDEM_DB_COALESCE`), from its
- * own metrics: the share of begins and completes that shared a statement,
- * over the process's life (priming and every run).
+ * own metrics: the share of each statement's calls (by default begins and
+ * completes) that shared a statement, over the process's life (priming and
+ * every run).
  */
-export async function coalescingNote(url: string): Promise<string | undefined> {
+export async function coalescingNote(
+  url: string,
+  statements: Record<string, string> = { idem_begin_insert: 'new-key begins', idem_complete: 'completes' },
+): Promise<string | undefined> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const count = (statement: string, sent: string) =>
     Number(
@@ -173,10 +177,9 @@ export async function coalescingNote(url: string): Promise<string | undefined> {
     const all = folded + count(statement, 'alone');
     return all ? `${Math.round((100 * folded) / all)}%` : 'none';
   };
-  const begin = share('idem_begin_insert');
-  const complete = share('idem_complete');
-  if (begin === 'none' && complete === 'none') return 'coalescing off (no calls counted)';
-  return `coalesced (folded into shared statements): ${begin} of new-key begins, ${complete} of completes`;
+  const shares = Object.entries(statements).map(([st, label]) => [share(st), label] as const);
+  if (shares.every(([s]) => s === 'none')) return 'coalescing off (no calls counted)';
+  return `coalesced (folded into shared statements): ${shares.map(([s, label]) => `${s} of ${label}`).join(', ')}`;
 }
 
 export interface S1Output {

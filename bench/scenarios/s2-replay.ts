@@ -5,6 +5,8 @@
  * floor answering with the service's replay body (what the HTTP layer alone
  * can do: the target's reference), the floor's point read of the row, and
  * the same-SQL diagnostic (the service's begin statement on those keys).
+ * A second service with `IDEM_DB_COALESCE=0` runs the same replays with
+ * every read alone: what folding concurrent reads is worth.
  */
 import {
   type Bench,
@@ -19,7 +21,9 @@ import { floorReplayCycle, sampleAnswers } from '../lib/http-floor.js';
 import { replayCycle } from '../lib/http-load.js';
 import { runPgbench } from '../lib/pgbench.js';
 import { fillScript, replayScript } from '../lib/scripts.js';
-import { httpRun, pgbenchRun, prime } from './s1-cycle.js';
+import type { Service } from '../lib/service.js';
+import { spread } from '../lib/stats.js';
+import { coalescingNote, httpRun, pgbenchRun, prime } from './s1-cycle.js';
 
 export const REPLAY_PREFIX = 'replay/';
 
@@ -67,10 +71,16 @@ export async function runS2(b: Bench): Promise<ScenarioResult> {
     return run();
   };
   let p: Awaited<ReturnType<typeof b.sides>>;
+  let alone: Service | undefined;
   try {
     await prime(b, svc, clients, cycle);
+    // The same replays with every read sent alone: what folding the reads is worth.
+    alone = await b.startService(clients + 1, { IDEM_DB_COALESCE: '0' });
+    await prime(b, alone, clients, cycle);
+    const aloneSvc = alone;
     p = await b.sides(`S2 ${clients} clients`, {
       service: () => httpRun(b, svc.url, svc.pid, clients, cycle),
+      alone: () => httpRun(b, aloneSvc.url, aloneSvc.pid, clients, cycle),
       floor: (run) =>
         pgbench(() =>
           pgbenchRun(b, floorReadScript(b.scope, REPLAY_PREFIX, keys.length, run), clients, 'prepared'),
@@ -79,12 +89,25 @@ export async function runS2(b: Bench): Promise<ScenarioResult> {
       sameSql: (run) =>
         pgbench(() => pgbenchRun(b, replayScript(b.scope, REPLAY_PREFIX, keys.length, run), clients)),
     });
+    const folded = await coalescingNote(svc.url, { idem_read_by_key: 'reads by key' });
+    if (folded) notes.push(`S2 ${clients} clients: ${folded}`);
   } finally {
     await b.stopService(svc);
+    if (alone) await b.stopService(alone);
     await b.stopHttpFloor(floor);
   }
   const scenario = `begin on a completed key (replay), ${clients} clients; floor = point read`;
   rows.push(...figureRows('S2', scenario, 'requests/s', p), ...sideCpuRows('S2', scenario, 'request', p));
+  if (p.alone) {
+    const off = `begin on a completed key (replay), ${clients} clients, coalescing off (IDEM_DB_COALESCE=0)`;
+    const q = { service: p.alone, floor: p.floor, http: p.http, sameSql: p.sameSql };
+    rows.push(...figureRows('S2', off, 'requests/s', q), ...sideCpuRows('S2', off, 'request', q));
+    const gain = spread(p.service.map((m, i) => m.perSecond / p.alone![i]!.perSecond));
+    notes.push(
+      `S2 ${clients} clients: coalescing on / off (the default against IDEM_DB_COALESCE=0, same rounds), requests/s: ${gain.median.toFixed(2)} [${gain.min.toFixed(2)}–${gain.max.toFixed(2)}]`,
+    );
+    notes.push(...errorNotes(`S2 ${clients} clients, coalescing off`, p.alone));
+  }
   notes.push(...errorNotes(`S2 ${clients} clients, service`, p.service));
   return { id: 'S2', rows, detail: p, notes };
 }
