@@ -40,25 +40,56 @@ interface FieldDescription {
 type Parser = (text: string) => unknown;
 
 interface Layout {
-  names: readonly string[];
   parsers: readonly Parser[];
+  /** Builds one row from a data row's fields (see `rowMaker`). */
+  make: (fields: readonly (string | null)[], parsers: readonly Parser[]) => Record<string, unknown>;
 }
 
 const TIMESTAMPTZ = 1184;
-const UTC_TIMESTAMP = /^(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\+00$/;
+
+/** The digits at `at` and `at + 1` as a number, or NaN when either is not a digit. */
+function two(s: string, at: number): number {
+  const a = s.charCodeAt(at) - 48;
+  const b = s.charCodeAt(at + 1) - 48;
+  return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : Number.NaN;
+}
 
 /**
- * A timestamp as epoch milliseconds. The form a UTC session prints is read
- * here; any other (another time zone, BC, infinity) goes to node-postgres's
- * own parser, so the two agree on every input.
+ * A timestamp as epoch milliseconds. The form a UTC session prints
+ * (`YYYY-MM-DD HH:MM:SS[.f{1,6}]+00`, years 100 to 9999) is read here, by
+ * character position (a regular expression cost about 0.4 µs a timestamp, six
+ * to nine of them a row); any other (another time zone, BC, infinity, a year
+ * of another width) goes to node-postgres's own parser, so the two agree on
+ * every input, fractions of a millisecond truncated as there.
  */
 export function timestampMs(text: string): number {
-  const m = UTC_TIMESTAMP.exec(text);
-  if (m) {
-    const ms = m[7] ? Math.trunc(Number(`0.${m[7]}`) * 1000) : 0;
-    const y = Number(m[1]);
-    if (y >= 100)
-      return Date.UTC(y, Number(m[2]) - 1, Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6]), ms);
+  const n = text.length;
+  if (
+    n >= 22 &&
+    n <= 29 &&
+    n !== 23 &&
+    text.charCodeAt(4) === 45 && // -
+    text.charCodeAt(7) === 45 &&
+    text.charCodeAt(10) === 32 && // space
+    text.charCodeAt(13) === 58 && // :
+    text.charCodeAt(16) === 58 &&
+    text.charCodeAt(n - 3) === 43 && // +00
+    text.charCodeAt(n - 2) === 48 &&
+    text.charCodeAt(n - 1) === 48 &&
+    (n === 22 || text.charCodeAt(19) === 46) // .
+  ) {
+    const y = two(text, 0) * 100 + two(text, 2);
+    let ms = 0;
+    for (let i = 20, scale = 100; i < n - 3; i++, scale /= 10) {
+      const d = text.charCodeAt(i) - 48;
+      if (!(d >= 0 && d <= 9)) {
+        ms = Number.NaN;
+        break;
+      }
+      if (scale >= 1) ms += d * scale;
+    }
+    const t = Date.UTC(y, two(text, 5) - 1, two(text, 8), two(text, 11), two(text, 14), two(text, 17), ms);
+    if (y >= 100 && !Number.isNaN(t)) return t;
   }
   const d = pg.types.getTypeParser(TIMESTAMPTZ, 'text')(text) as Date | number | null;
   return d instanceof Date ? d.getTime() : (d as number);
@@ -71,8 +102,24 @@ function parserFor(oid: number): Parser {
 /** Learnt layouts, one per statement (its text fixes its result shape). */
 const layouts = new WeakMap<Statement, Layout>();
 
+/**
+ * A function that builds a row of `names` as one object literal, so every row
+ * of a statement has one shape from the start. Assigning 33 columns by
+ * computed name, as node-postgres does, cost about 7 µs a row here against 2
+ * for the literal (and left every later read of the row megamorphic). The
+ * names are the statement's own column labels, each written as a JSON string
+ * literal, so no label can be read as code.
+ */
+function rowMaker(names: readonly string[]): Layout['make'] {
+  const props = names.map((n, i) => `${JSON.stringify(n)}: f[${i}] == null ? null : p[${i}](f[${i}])`);
+  return new Function('f', 'p', `return {${props.join(', ')}};`) as Layout['make'];
+}
+
 function learn(st: Statement, fields: readonly FieldDescription[]): Layout {
-  const layout = { names: fields.map((f) => f.name), parsers: fields.map((f) => parserFor(f.dataTypeID)) };
+  const layout = {
+    parsers: fields.map((f) => parserFor(f.dataTypeID)),
+    make: rowMaker(fields.map((f) => f.name)),
+  };
   layouts.set(st, layout);
   return layout;
 }
@@ -151,19 +198,11 @@ class StatementQuery {
       this.#failed = new Error(`statement ${this.statement.name}: a row arrived before its description`);
       return;
     }
-    const row: Record<string, unknown> = {};
-    const { names, parsers } = layout;
-    const fields = msg.fields;
     try {
-      for (let i = 0; i < names.length; i++) {
-        const raw = fields[i];
-        row[names[i]!] = raw == null ? null : parsers[i]!(raw);
-      }
+      this.#rows.push(layout.make(msg.fields, layout.parsers));
     } catch (err) {
       this.#failed ??= err as Error;
-      return;
     }
-    this.#rows.push(row);
   }
 
   handleCommandComplete(): void {}

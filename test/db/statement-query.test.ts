@@ -17,6 +17,10 @@ const SHAPES = statement(
           $doc::jsonb AS doc, $id::uuid AS id, $at::timestamptz AS at, NULL::text AS nothing`,
 );
 const FAILS = statement('test_statement_query_fails', 'SELECT 1 / $d::int AS q');
+const LABELS = statement(
+  'test_statement_query_labels',
+  `SELECT 1 AS "quote""d", 2 AS "back\\slash", 3 AS "two words", 4 AS "}; throw 1; ({", 5 AS "é"`,
+);
 const PRINT = statement(
   'test_statement_query_print',
   `SELECT (timestamptz 'epoch' + $us::bigint * interval '1 microsecond')::text AS printed`,
@@ -89,6 +93,14 @@ describe.skipIf(!onPostgres())('the hot path query over node-postgres', () => {
     for (let i = 0; i < 5; i++)
       await expect(runStatement(pool, FAILS, { d: 0 }, true)).rejects.toThrow(/division/);
     expect(await runStatement(pool, FAILS, { d: 2 }, true)).toEqual([{ q: 0 }]);
+  });
+
+  it('keeps any column label as it is, whatever characters it holds', async () => {
+    for (let run = 0; run < 2; run++) {
+      expect(await runStatement(pool, LABELS, {}, true)).toEqual([
+        { 'quote"d': 1, 'back\\slash': 2, 'two words': 3, '}; throw 1; ({': 4, é: 5 },
+      ]);
+    }
   });
 
   it('refuses a parameter that is not text, a number, a boolean or null', async () => {
