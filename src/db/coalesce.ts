@@ -160,6 +160,19 @@ export class Coalescer<In, Out> {
 /** One identity per (scope, key): Postgres text cannot hold the separator. */
 export const rowIdentity = (scope: string, key: string) => `${scope}\u0000${key}`;
 
+/** The identity of an input or a row: its (scope, key). */
+export const identityOf = (v: { scope: string; key: string }) => rowIdentity(v.scope, v.key);
+
+/** A multi-row statement's answers, by the identity of the row each one is about. */
+export function byIdentity<T>(
+  answers: readonly T[],
+  rowOf: (answer: T) => { scope: string; key: string },
+): Map<string, T> {
+  const out = new Map<string, T>();
+  for (const a of answers) out.set(identityOf(rowOf(a)), a);
+  return out;
+}
+
 /**
  * The input relation of a multi-row statement: `unnest` of one array per
  * parameter (`$name::type[]`), its columns named `<prefix><name>`.

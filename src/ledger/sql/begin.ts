@@ -34,7 +34,14 @@
  *    expired approval about to be answered), so lists and the log agree.
  */
 import type { Effect } from '../../contract/index.js';
-import { arrayValues, coalescerFor, type Fold, rowIdentity, unnestInput } from '../../db/coalesce.js';
+import {
+  arrayValues,
+  byIdentity,
+  coalescerFor,
+  type Fold,
+  identityOf,
+  unnestInput,
+} from '../../db/coalesce.js';
 import type { Database } from '../../db/database.js';
 import { statement } from '../../db/statement.js';
 import { newId } from '../ids.js';
@@ -193,12 +200,10 @@ export async function insertMany(
   inputs: readonly BeginValues[],
 ): Promise<Map<string, BeginRow>> {
   const rows = await db.run<Record<string, unknown>>(BEGIN_INSERT_MANY, arrayValues(MANY_NAMES, inputs));
-  const out = new Map<string, BeginRow>();
-  for (const raw of rows) {
-    const row = fromDb<BeginRow>(raw);
-    out.set(rowIdentity(row.scope, row.key), row);
-  }
-  return out;
+  return byIdentity(
+    rows.map((raw) => fromDb<BeginRow>(raw)),
+    (row) => row,
+  );
 }
 
 async function insertOne(db: Database, v: BeginValues): Promise<BeginRow | undefined> {
@@ -208,7 +213,7 @@ async function insertOne(db: Database, v: BeginValues): Promise<BeginRow | undef
 
 /** How begins fold (`db/coalesce.ts`). */
 const beginFold = (db: Database): Fold<BeginValues, BeginRow | undefined> => ({
-  identity: (v) => rowIdentity(v.scope, v.key),
+  identity: identityOf,
   one: (v) => insertOne(db, v),
   many: (vs) => insertMany(db, vs),
   absent: undefined,

@@ -1,5 +1,12 @@
 /** Plain reads. The lapse rules are applied by `row.ts`'s projection, never written here. */
-import { arrayValues, coalescerFor, type Fold, rowIdentity, unnestInput } from '../../db/coalesce.js';
+import {
+  arrayValues,
+  byIdentity,
+  coalescerFor,
+  type Fold,
+  identityOf,
+  unnestInput,
+} from '../../db/coalesce.js';
 import type { Database } from '../../db/database.js';
 import { statement } from '../../db/statement.js';
 import { CLOCK, effectiveOf, fromDb, type OperationRow, projection } from './row.js';
@@ -34,23 +41,21 @@ async function readOne(db: Database, v: KeyInput): Promise<OperationRow | undefi
   return rows[0] ? fromDb(rows[0]) : undefined;
 }
 
-/** The rows `BY_KEY_MANY` answered, by identity (`rowIdentity`). */
+/** The rows `BY_KEY_MANY` answered, by identity (`identityOf`). */
 export async function readManyByKey(
   db: Database,
   vs: readonly KeyInput[],
 ): Promise<Map<string, OperationRow>> {
   const rows = await db.run<Record<string, unknown>>(BY_KEY_MANY, arrayValues(MANY_NAMES, vs));
-  const out = new Map<string, OperationRow>();
-  for (const raw of rows) {
-    const row = fromDb(raw);
-    out.set(rowIdentity(row.scope, row.key), row);
-  }
-  return out;
+  return byIdentity(
+    rows.map((raw) => fromDb(raw)),
+    (row) => row,
+  );
 }
 
 /** How reads by key fold (`db/coalesce.ts`). */
 const readFold = (db: Database): Fold<KeyInput, OperationRow | undefined> => ({
-  identity: (v) => rowIdentity(v.scope, v.key),
+  identity: identityOf,
   one: (v) => readOne(db, v),
   many: (vs) => readManyByKey(db, vs),
   absent: undefined,

@@ -23,7 +23,14 @@
  * `$name` (see `db/statement.ts`): every shape has `$scope`, `$key`, and
  * `$actor` and `$eventId` when it writes an event.
  */
-import { arrayValues, coalescerFor, type Fold, rowIdentity, unnestInput } from '../../db/coalesce.js';
+import {
+  arrayValues,
+  byIdentity,
+  coalescerFor,
+  type Fold,
+  identityOf,
+  unnestInput,
+} from '../../db/coalesce.js';
 import type { Database } from '../../db/database.js';
 import { type Statement, statement } from '../../db/statement.js';
 import { IdemError } from '../../errors.js';
@@ -189,7 +196,7 @@ export function foldedTransitionStatement(
     many,
     names,
     fold: (db) => ({
-      identity: (v) => rowIdentity(v.scope, v.key),
+      identity: identityOf,
       one: (v) => transitionOne(db, f, v),
       many: (vs) => transitionMany(db, f, vs),
       absent: undefined,
@@ -224,19 +231,14 @@ export async function transition(
 
 export type TransitionValues = Readonly<Record<string, unknown>> & { scope: string; key: string };
 
-/** Runs the many-row form on `inputs` (distinct keys): the answer of each, by `rowIdentity`; none for a missing row. */
+/** Runs the many-row form on `inputs` (distinct keys): the answer of each, by `identityOf`; none for a missing row. */
 export async function transitionMany(
   db: Database,
   f: FoldedTransition,
   inputs: readonly TransitionValues[],
 ): Promise<Map<string, TransitionResult>> {
   const rows = await db.run<Record<string, unknown>>(f.many, arrayValues(f.names, inputs));
-  const out = new Map<string, TransitionResult>();
-  for (const raw of rows) {
-    const r = resultOf(raw);
-    out.set(rowIdentity(r.row.scope, r.row.key), r);
-  }
-  return out;
+  return byIdentity(rows.map(resultOf), (r) => r.row);
 }
 
 async function transitionOne(
