@@ -120,7 +120,9 @@ export function operationView(ctx: Ctx, target: Target, first?: Flash): View {
   }, 1000);
 
   async function load(flash?: Flash): Promise<void> {
-    replace(flashBox, flash ? notice(flash.kind, flash.text) : null);
+    // The outcome of an action is announced with the operation as it now is, never over
+    // the page it replaces: the flash appears once the reload has drawn the new state.
+    replace(flashBox, null);
     body.setAttribute('aria-busy', 'true');
     try {
       const op =
@@ -148,6 +150,7 @@ export function operationView(ctx: Ctx, target: Target, first?: Flash): View {
     } finally {
       body.setAttribute('aria-busy', 'false');
     }
+    if (flash) replace(flashBox, notice(flash.kind, flash.text));
     const shown = flashBox.firstElementChild as HTMLElement | null;
     if (shown) {
       shown.tabIndex = -1;
