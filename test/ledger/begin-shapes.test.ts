@@ -1,3 +1,11 @@
+/**
+ * begin has two shapes (`sql/begin.ts`): insert first (for a key this process
+ * has not seen) and, for one it has, a plain read first with the insert only
+ * when the read finds nothing (a purged key). They must answer the same
+ * for every key in every state; only their cost differs. Each key below is
+ * put in one state through the API, then both shapes run on it with the same
+ * input, and a new key is begun with each.
+ */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fingerprintOf } from '../../src/ledger/json-value.js';
 import { RecentKeys } from '../../src/ledger/recent-keys.js';
