@@ -81,7 +81,7 @@ export function loadConfig(env: Env = process.env): Config {
       lockTimeoutMs: int(env, 'IDEM_DB_LOCK_TIMEOUT_MS', 2000, 100, 600_000),
       idleInTransactionTimeoutMs: int(env, 'IDEM_DB_IDLE_TX_TIMEOUT_MS', 10_000, 100, 600_000),
       prepared: bool(env, 'IDEM_DB_PREPARED', true),
-      coalesce: int(env, 'IDEM_DB_COALESCE', 2, 0, 1000),
+      coalesce: int(env, 'IDEM_DB_COALESCE', 1, 0, 1000),
     },
     keysFile: env.IDEM_KEYS_FILE || undefined,
     sweep: {
