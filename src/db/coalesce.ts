@@ -67,7 +67,8 @@ function databaseAway(err: unknown): boolean {
  * something: a row lock, a commit flush behind a large write). Under S1 a
  * statement takes 1 to 3 ms; during a sweeper drain many take longer, and with
  * 20 ms here S1 kept 0.58 of its rate and its p99 tripled, against 0.66 and
- * 1.58x with 5 ms (S5, same machine).
+ * 1.58x with 5 ms (S5, same machine, two statements of a kind in flight, the
+ * default then; not measured again with one).
  */
 const STALL_MS = 5;
 
