@@ -4,7 +4,7 @@
 --   $1  limit
 --   $2  actor
 
-WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
+WITH clock AS (SELECT now() AS now, set_config('synchronous_commit', 'off', true) AS commit_mode), due AS MATERIALIZED (
     (
       SELECT o.scope, o.key, o.version, e.eff,
         CASE WHEN (e.eff IN ('ready', 'outcome_unknown') AND o.status = 'in_progress') THEN o.lease_expires_at

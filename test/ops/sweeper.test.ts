@@ -147,6 +147,31 @@ describe('one sweeper', () => {
   });
 });
 
+describe("the lapse batch's commit", () => {
+  it('does not wait for the disk, and that setting ends with its transaction', async () => {
+    // One connection, so the statement after the batch runs where the batch ran.
+    const one = onPostgres() ? t.testDb.openAnother({ poolMax: 1 }) : t.db;
+    const api = client(t.app, 'sweep-commit');
+    const key = `lease/${randomUUID()}`;
+    await api.begin({ key, request: {} });
+    await expireLease(t.db, 'sweep-commit', key);
+    const setting = async () =>
+      (await one.rows<{ synchronous_commit: string }>(sql`SHOW synchronous_commit`))[0]!.synchronous_commit;
+    const before = await setting();
+    expect((await sweepOnce(one, settings)).leaseExpired).toBeGreaterThanOrEqual(1);
+    expect(await setting()).toBe(before);
+    // Inside the batch's transaction it is off (here an explicit one, ended by hand).
+    const lapse = renderedStatements().find((s) => s.name === 'lapse_batch')!;
+    const text = lapse.text.replace(/\$1::int/g, '500').replace(/\$2::text/g, `'test'::text`);
+    await one.rows(sql`BEGIN`);
+    await one.rows(sql.raw(text));
+    const inside = await setting();
+    await one.rows(sql`ROLLBACK`);
+    expect(inside).toBe('off');
+    expect(await setting()).toBe(before);
+  });
+});
+
 describe.skipIf(!onPostgres())('F9: four sweepers against 5,000 expired leases', () => {
   const TPL = 'f9-template';
   const SCOPES = ['f9-a', 'f9-b', 'f9-c', 'f9-d'];

@@ -44,10 +44,24 @@ const dueOf = (where: string, order: string) => `(
  */
 const NOW = '(SELECT now FROM clock)';
 
+/**
+ * The batch's commit does not wait for its WAL to reach the disk
+ * (`synchronous_commit = off` for this transaction only). A lapse is derived:
+ * reads apply it whether or not it is written, and a lapse lost in a crash is
+ * written again by the next pass, as the same event (its id comes from the
+ * operation's id and version). Any later change to the same row commits
+ * synchronously, and its flush carries the lapse's WAL, which comes before it.
+ * Measured (S5, 100,000 expired leases under S1, alternating rounds of 3 runs on
+ * one host): drained in 6.95 s (median of 6) against 8.6 s waiting for the disk;
+ * the CPU per lapse is the same, and S1's rate and p99 during the drain moved
+ * within the host's noise.
+ */
+const RELAXED_COMMIT = `set_config('synchronous_commit', 'off', true)`;
+
 const LAPSE_BATCH = statement(
   'lapse_batch',
   `
-  WITH clock AS (SELECT now() AS now), due AS MATERIALIZED (
+  WITH clock AS (SELECT now() AS now, ${RELAXED_COMMIT} AS commit_mode), due AS MATERIALIZED (
     ${dueOf(`o.status = 'in_progress' AND o.lease_expires_at <= ${NOW}`, 'o.lease_expires_at')}
     UNION ALL
     ${dueOf(`o.status = 'pending_approval' AND o.approval_deadline <= ${NOW}`, 'o.approval_deadline')}
