@@ -34,6 +34,12 @@ const inList = (ids: string[]): SQL =>
     sql`, `,
   );
 
+/** The sweeper's lapse batch as one SQL text, its parameters written in (500 rows, actor `test`). */
+function lapseBatchText(): string {
+  const lapse = renderedStatements().find((s) => s.name === 'lapse_batch')!;
+  return lapse.text.replace(/\$1::int/g, '500').replace(/\$2::text/g, `'test'::text`);
+}
+
 /** Events per operation id, by type. */
 async function eventsByOp(scopePrefix: string): Promise<Map<string, string[]>> {
   const rows = await t.db.rows<{ id: string; type: string }>(sql`
@@ -157,18 +163,21 @@ describe("the lapse batch's commit", () => {
     await expireLease(t.db, 'sweep-commit', key);
     const setting = async () =>
       (await one.rows<{ synchronous_commit: string }>(sql`SHOW synchronous_commit`))[0]!.synchronous_commit;
-    const before = await setting();
+    // On for this session whatever the server's default, so that `off` below can only come from the batch.
+    await one.rows(sql`SET synchronous_commit = on`);
     expect((await sweepOnce(one, settings)).leaseExpired).toBeGreaterThanOrEqual(1);
-    expect(await setting()).toBe(before);
+    expect(await setting()).toBe('on');
     // Inside the batch's transaction it is off (here an explicit one, ended by hand).
-    const lapse = renderedStatements().find((s) => s.name === 'lapse_batch')!;
-    const text = lapse.text.replace(/\$1::int/g, '500').replace(/\$2::text/g, `'test'::text`);
     await one.rows(sql`BEGIN`);
-    await one.rows(sql.raw(text));
-    const inside = await setting();
-    await one.rows(sql`ROLLBACK`);
+    let inside: string;
+    try {
+      await one.rows(sql.raw(lapseBatchText()));
+      inside = await setting();
+    } finally {
+      await one.rows(sql`ROLLBACK`);
+    }
     expect(inside).toBe('off');
-    expect(await setting()).toBe(before);
+    expect(await setting()).toBe('on');
   });
 });
 
@@ -457,8 +466,7 @@ describe.skipIf(onCitus())('a pass with nothing due', () => {
         approvalTimeoutMs: 3_600_000,
       });
     }
-    const lapse = renderedStatements().find((s) => s.name === 'lapse_batch')!;
-    const text = lapse.text.replace(/\$1::int/g, '500').replace(/\$2::text/g, `'test'::text`);
+    const text = lapseBatchText();
     const [row] = await own.db.rows<{ 'QUERY PLAN': unknown }>(
       sql.raw(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`),
     );
