@@ -3,7 +3,7 @@
  * millisecond time, then a 12-bit counter, then 62 random bits.
  *
  * Why not random (v4) ids: every new row puts its id into a B-tree
- * (`idem_operations_id_idx`, `idem_events_pkey`, `idem_events_operation_idx`).
+ * (`idem_operations_id_idx`, and `idem_events_pkey` by the operation's id).
  * A random id lands on a random leaf page, so once those indexes outgrow the
  * buffer cache each insert reads and later writes back a page of its own.
  * Time-ordered ids all land on the few right-most pages, which stay cached:
