@@ -1,6 +1,6 @@
 /**
  * S5: the service's own sweeper (default settings: a pass about every
- * second, batches of 500, at most 20 batches a pass) draining
+ * second, batches of 500, at most 4 batches a pass) draining
  * `expiredLeases` expired leases while S1 runs. One service process for all
  * runs; per run: S1 "before" (warm-up + window); the leases are inserted by
  * SQL; S1 "during" runs from the insert's commit until no lapse is due, or

@@ -9,7 +9,7 @@ import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { loggableError } from '../db/errors.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { lapseBatch } from './sql/lapse.js';
+import { type LapseCount, lapseBatch } from './sql/lapse.js';
 import { purgeBatch } from './sql/purge.js';
 
 /**
@@ -29,17 +29,82 @@ const MAX_BATCHES_PER_PASS = 4;
  */
 const BACKLOG_PAUSE_MS = 25;
 
+/** How often a pass scans the due leases from the oldest again (see `LeaseScanFloor`). */
+const FULL_LEASE_SCAN_EVERY_MS = 60_000;
+/** How far behind the database clock the floor stays at least. */
+const FLOOR_TRAILS_CLOCK_US = 60_000_000n;
+
+/**
+ * Where a sweeper's next due-lease scan starts, so that a pass does not read
+ * again the expired leases it left alone: dispatched reads and idempotent
+ * writes, which rule A keeps `in_progress` for the next begin to recover, and
+ * which stay in the due index until then (`LEASE_FLOOR` in `sql/lapse.ts`).
+ *
+ * After a batch the floor is where its scan stopped: the last due lease's
+ * expiry when the batch filled its limit (`>=`, so leases that share it are
+ * read again), the clock when it did not; and never later than a minute
+ * before the clock. A lease that a scan missed because its writer had not
+ * committed yet expires at its writer's clock plus its length, so it is below
+ * the floor only if its writer began more than a minute before the scan
+ * (statements time out after 5 s by default). For what no rule foresees (a
+ * database clock set back, a failover), the first pass and one a minute scan
+ * from the oldest lease again. A lapse written late changes no answer: reads
+ * apply rule A themselves.
+ *
+ * One per sweeper; each replica keeps its own.
+ */
+export class LeaseScanFloor {
+  private afterUs: string | null = null;
+  private fullScanAt = 0;
+
+  constructor(
+    private readonly fullScanEveryMs = FULL_LEASE_SCAN_EVERY_MS,
+    /** Schedules the full scans: the process's monotonic clock, like the pass timer; it decides nothing about a row. */
+    private readonly clock: () => number = () => performance.now(),
+  ) {}
+
+  /** The floor for the next batch: null to scan from the oldest lease. */
+  get after(): string | null {
+    return this.afterUs;
+  }
+
+  /** At the start of a pass: from the oldest lease again, when a full scan is due. */
+  startPass(): void {
+    const now = this.clock();
+    if (now < this.fullScanAt) return;
+    this.afterUs = null;
+    this.fullScanAt = now + this.fullScanEveryMs;
+  }
+
+  /** After a batch of `limit`: from where its scan stopped, at most a minute before the clock. */
+  advance(batch: LapseCount, limit: number): void {
+    const trailing = BigInt(batch.nowUs) - FLOOR_TRAILS_CLOCK_US;
+    const stopped = batch.leasesDue >= limit && batch.lastDueUs !== null ? BigInt(batch.lastDueUs) : trailing;
+    this.afterUs = (stopped < trailing ? stopped : trailing).toString();
+  }
+}
+
 export interface SweepResult {
   leaseExpired: number;
   approvalExpired: number;
   purged: number;
 }
 
-/** One pass: write due lapses, then purge due records, each in bounded batches. */
-export async function sweepOnce(db: Database, s: Config['sweep'], actor = 'sweeper'): Promise<SweepResult> {
+/**
+ * One pass: write due lapses, then purge due records, each in bounded batches.
+ * Without a `floor`, every batch scans the due leases from the oldest.
+ */
+export async function sweepOnce(
+  db: Database,
+  s: Config['sweep'],
+  actor = 'sweeper',
+  floor?: LeaseScanFloor,
+): Promise<SweepResult> {
   const out: SweepResult = { leaseExpired: 0, approvalExpired: 0, purged: 0 };
+  floor?.startPass();
   for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
-    const lapsed = await lapseBatch(db, s.batchSize, actor);
+    const lapsed = await lapseBatch(db, s.batchSize, actor, floor?.after ?? null);
+    floor?.advance(lapsed, s.batchSize);
     out.approvalExpired += lapsed.approvalExpired;
     out.leaseExpired += lapsed.n - lapsed.approvalExpired;
     if (lapsed.n < s.batchSize) break;
@@ -58,6 +123,7 @@ export class Sweeper {
   private stopped = false;
   /** Failing since the last pass that worked: an outage is logged once, and its end once. */
   private failing = false;
+  private readonly floor = new LeaseScanFloor();
 
   constructor(
     private readonly db: Database,
@@ -92,7 +158,7 @@ export class Sweeper {
   /** One pass; true when it filled a batch, so more may be due. */
   private async pass(): Promise<boolean> {
     try {
-      const r = await sweepOnce(this.db, this.settings);
+      const r = await sweepOnce(this.db, this.settings, 'sweeper', this.floor);
       this.metrics?.sweeperRuns.inc({ result: 'ok' });
       this.metrics?.sweeperRows.inc({ kind: 'lease_expired' }, r.leaseExpired);
       this.metrics?.sweeperRows.inc({ kind: 'approval_expired' }, r.approvalExpired);

@@ -10,7 +10,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createPgPool } from '../../src/db/database.js';
-import { declaredStatements } from '../../src/db/statement.js';
+import { bind, declaredStatements } from '../../src/db/statement.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { onCitus, onPostgres } from '../support/engine.js';
 import '../../src/ledger/sql/lapse.js';
@@ -59,7 +59,7 @@ describe.skipIf(!onPostgres() || onCitus())('pooled connections', () => {
     const lapse = declaredStatements().get('lapse_batch');
     if (!lapse) throw new Error('lapse_batch is not declared');
     const explain = `EXPLAIN (ANALYZE, FORMAT JSON) ${lapse.text}`;
-    const values = [500, 'test'];
+    const values = bind(lapse, { limit: 500, actor: 'test', afterUs: null });
     const jitOf = async (q: pg.Pool | pg.Client) =>
       ((await q.query(explain, values)).rows[0]['QUERY PLAN'][0] as { JIT?: unknown }).JIT;
 

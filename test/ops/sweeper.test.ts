@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
 import { renderedStatements } from '../../src/ledger/sql/rendered.js';
-import { type SweepResult, sweepOnce } from '../../src/ledger/sweeper.js';
+import { LeaseScanFloor, type SweepResult, sweepOnce } from '../../src/ledger/sweeper.js';
 import { onCitus, onPostgres } from '../support/engine.js';
 import { client, expireApproval, expireLease, snapshot } from '../support/http.js';
 import { createTestApp, type TestApp } from '../support/service.js';
@@ -34,10 +34,19 @@ const inList = (ids: string[]): SQL =>
     sql`, `,
   );
 
-/** The sweeper's lapse batch as one SQL text, its parameters written in (500 rows, actor `test`). */
-function lapseBatchText(): string {
+/**
+ * The sweeper's lapse batch as one SQL text, its parameters written in by name
+ * (500 rows, actor `test`, leases from `afterUs` on or from the oldest).
+ */
+function lapseBatchText(afterUs: string | null = null): string {
   const lapse = renderedStatements().find((s) => s.name === 'lapse_batch')!;
-  return lapse.text.replace(/\$1::int/g, '500').replace(/\$2::text/g, `'test'::text`);
+  const values: Record<string, string> = {
+    limit: '500',
+    actor: `'test'`,
+    afterUs: afterUs === null ? 'NULL' : `'${afterUs}'`,
+  };
+  expect(lapse.params.slice().sort()).toEqual(Object.keys(values).sort());
+  return lapse.text.replace(/\$(\d+)::/g, (_, n: string) => `${values[lapse.params[Number(n) - 1]!]}::`);
 }
 
 /** Events per operation id, by type. */
@@ -446,6 +455,29 @@ describe('purge', () => {
   });
 });
 
+/**
+ * What the lapse batch's due scans read, run under EXPLAIN ANALYZE: rows per
+ * index scan, with each scan's index condition. Only where nothing is due:
+ * EXPLAIN ANALYZE runs the statement.
+ */
+async function dueScans(db: Database, text: string): Promise<Record<string, { rows: number; cond: string }>> {
+  const [row] = await db.rows<{ 'QUERY PLAN': unknown }>(sql.raw(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`));
+  const plan = row!['QUERY PLAN'];
+  const scans: Record<string, { rows: number; cond: string }> = {};
+  const walk = (n: unknown): void => {
+    if (Array.isArray(n)) n.forEach(walk);
+    else if (n && typeof n === 'object') {
+      const node = n as Record<string, unknown>;
+      const name = node['Index Name'];
+      if (typeof name === 'string' && /lease_expiry|approval_deadline/.test(name))
+        scans[name] = { rows: node['Actual Rows'] as number, cond: String(node['Index Cond']) };
+      Object.values(node).forEach(walk);
+    }
+  };
+  walk(typeof plan === 'string' ? JSON.parse(plan) : plan);
+  return scans;
+}
+
 // Citus refuses EXPLAIN ANALYZE of this statement (its event INSERT ... SELECT is not
 // pushable to the shards); the sweeps above run it there.
 describe.skipIf(onCitus())('a pass with nothing due', () => {
@@ -466,34 +498,130 @@ describe.skipIf(onCitus())('a pass with nothing due', () => {
         approvalTimeoutMs: 3_600_000,
       });
     }
-    const text = lapseBatchText();
-    const [row] = await own.db.rows<{ 'QUERY PLAN': unknown }>(
-      sql.raw(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`),
-    );
-    const plan = row!['QUERY PLAN'];
-    const scans: Record<string, unknown>[] = [];
-    const walk = (n: unknown): void => {
-      if (Array.isArray(n)) n.forEach(walk);
-      else if (n && typeof n === 'object') {
-        const node = n as Record<string, unknown>;
-        if (
-          typeof node['Index Name'] === 'string' &&
-          /lease_expiry|approval_deadline/.test(node['Index Name'])
-        )
-          scans.push(node);
-        Object.values(node).forEach(walk);
-      }
-    };
-    walk(typeof plan === 'string' ? JSON.parse(plan) : plan);
-    expect(scans.map((s) => s['Index Name']).sort()).toEqual([
+    const scans = await dueScans(own.db, lapseBatchText());
+    expect(Object.keys(scans).sort()).toEqual([
       'idem_operations_approval_deadline_idx',
       'idem_operations_lease_expiry_idx',
     ]);
-    for (const s of scans) {
+    for (const s of Object.values(scans)) {
       // 40 live rows in each index: a scan filtered above itself would return them all.
-      expect(s['Index Cond']).toMatch(/<=/);
-      expect(s['Actual Rows']).toBe(0);
+      expect(s.cond).toMatch(/<=/);
+      expect(s.rows).toBe(0);
     }
     expect(await sweepOnce(own.db, settings)).toEqual({ leaseExpired: 0, approvalExpired: 0, purged: 0 });
+  });
+});
+
+describe('the lease scan floor', () => {
+  const LEASE_SCAN = 'idem_operations_lease_expiry_idx';
+  const nothing: SweepResult = { leaseExpired: 0, approvalExpired: 0, purged: 0 };
+  let own: TestApp;
+  beforeAll(async () => {
+    own = await createTestApp();
+  }, SETUP_MS);
+  afterAll(() => own?.close());
+
+  /** Operations cloned `n` times from the scope's row `key` (only key and id differ), with their lease expiry. */
+  const clone = (scope: string, key: string, n: number, expiry: SQL) =>
+    own.db.rows(sql`INSERT INTO idem_operations
+      SELECT (jsonb_populate_record(o, jsonb_build_object('key', o.key || '/' || g, 'id', gen_random_uuid(),
+        'lease_expires_at', ${expiry}))).*
+      FROM idem_operations o, generate_series(1, ${n}::int) g WHERE o.scope = ${scope} AND o.key = ${key}`);
+  const statuses = (scope: string) =>
+    own.db.rows<{ prefix: string; status: string; version: number; n: number }>(sql`
+      SELECT split_part(key, '/', 1) AS prefix, status, version, count(*)::int AS n
+      FROM idem_operations WHERE scope = ${scope} AND key LIKE '%/%' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`);
+
+  it.skipIf(onCitus())(
+    'a pass after the first does not read again the expired leases that rule A keeps for the next begin',
+    async () => {
+      const api = client(own.app, 'floor-read');
+      for (const effect of ['read', 'idempotent_write'] as const)
+        await api.begin({ key: `stuck-${effect}`, request: {}, effect, dispatch: true });
+      await clone(
+        'floor-read',
+        'stuck-read',
+        20,
+        sql`to_jsonb(now() - interval '2 minutes' - g * interval '1 second')`,
+      );
+      await clone('floor-read', 'stuck-idempotent_write', 20, sql`to_jsonb(now() - interval '3 minutes')`);
+      await own.db.rows(sql`UPDATE idem_operations SET lease_expires_at = now() - interval '5 minutes'
+        WHERE scope = 'floor-read' AND key LIKE 'stuck-%' AND key NOT LIKE '%/%'`);
+      const before = await statuses('floor-read');
+      expect(before.map((r) => [r.prefix, r.status, r.n])).toEqual([
+        ['stuck-idempotent_write', 'in_progress', 20],
+        ['stuck-read', 'in_progress', 20],
+      ]);
+      // From the oldest lease, as every pass did: all 42 read, none lapses.
+      expect((await dueScans(own.db, lapseBatchText()))[LEASE_SCAN]!.rows).toBe(42);
+      const floor = new LeaseScanFloor();
+      expect(await sweepOnce(own.db, settings, 'sweeper', floor)).toEqual(nothing);
+      expect(floor.after).not.toBeNull();
+      // From the floor the first pass left: none read.
+      const scan = (await dueScans(own.db, lapseBatchText(floor.after)))[LEASE_SCAN]!;
+      expect(scan.cond).toMatch(/>=/);
+      expect(scan.rows).toBe(0);
+      expect(await statuses('floor-read')).toEqual(before);
+    },
+  );
+
+  it('hides no lease that lapses: ties at a full batch, new expiries, and below it, the next full scan', async () => {
+    const S = 'floor-lapse';
+    const api = client(own.app, S);
+    await api.begin({ key: 'lapsing', request: {}, dispatch: false });
+    await api.begin({ key: 'stuck', request: {}, effect: 'idempotent_write', dispatch: true });
+    // 1,100 lapsing leases, expired in groups of 7 that share a moment (a batch of 500
+    // ends inside one), between 300 that no pass lapses.
+    await clone(
+      S,
+      'lapsing',
+      1100,
+      sql`to_jsonb(now() - interval '3 minutes' + (g / 7) * interval '1 millisecond')`,
+    );
+    await clone(
+      S,
+      'stuck',
+      300,
+      sql`to_jsonb(now() - interval '3 minutes' + g * interval '0.5 millisecond')`,
+    );
+    const [lapsing, stuck] = await statuses(S);
+    expect([lapsing!.status, lapsing!.n, stuck!.status, stuck!.n]).toEqual([
+      'in_progress',
+      1100,
+      'in_progress',
+      300,
+    ]);
+    let ms = 0;
+    const floor = new LeaseScanFloor(60_000, () => ms);
+    // One pass, three batches (500, 500, 100), each from where the one before stopped.
+    expect(await sweepOnce(own.db, { ...settings, batchSize: 500 }, 'sweeper', floor)).toEqual({
+      ...nothing,
+      leaseExpired: 1100,
+    });
+    expect(await statuses(S)).toEqual([
+      { ...lapsing, status: 'ready', version: lapsing!.version + 1 },
+      stuck,
+    ]);
+
+    // Never within a minute of the clock: a writer that had not committed when a scan
+    // passed would have to have begun over a minute before it to fall below.
+    const [clock] = await own.db.rows<{ us: string }>(
+      sql`SELECT ((extract(epoch FROM now()) * 1000000)::bigint)::text AS us`,
+    );
+    expect(BigInt(floor.after!)).toBeLessThanOrEqual(BigInt(clock!.us) - 60_000_000n);
+    // A lease that expires after the floor was set is found by the next pass.
+    await api.begin({ key: 'fresh', request: {}, dispatch: false });
+    await expireLease(own.db, S, 'fresh');
+    expect(await sweepOnce(own.db, settings, 'sweeper', floor)).toEqual({ ...nothing, leaseExpired: 1 });
+
+    // One below the floor (as after a database clock set back) waits for the full scan,
+    // and reads as lapsed meanwhile: reads apply rule A themselves.
+    await api.begin({ key: 'below', request: {}, dispatch: false });
+    await own.db.rows(sql`UPDATE idem_operations SET lease_expires_at = now() - interval '2 hours'
+      WHERE scope = ${S} AND key = 'below'`);
+    expect(await sweepOnce(own.db, settings, 'sweeper', floor)).toEqual(nothing);
+    expect((await api.get('below')).body.operation.status).toBe('ready');
+    ms += 60_000;
+    expect(await sweepOnce(own.db, settings, 'sweeper', floor)).toEqual({ ...nothing, leaseExpired: 1 });
   });
 });
