@@ -111,10 +111,15 @@ export class BenchDatabase {
   }
 
   /**
-   * S5: `count` leases that expired a minute ago, half never dispatched (they
-   * lapse to `ready`), half dispatched non-idempotent writes (to `outcome_unknown`),
-   * as a crashed fleet of workers would leave them. Their ids are time-ordered
-   * like the service's (UUIDv7), a millisecond apart like their leases.
+   * S5: `count` leases that expired over the 10 s before the insert, half never
+   * dispatched (they lapse to `ready`), half dispatched non-idempotent writes (to
+   * `outcome_unknown`), as a crashed fleet of workers would leave them. A lease
+   * is written live and runs out later, so a sweeper meets a backlog as leases
+   * that expired lately; the sweeper's scan floor trails the clock by a minute
+   * for that (`LeaseScanFloor`). Leases inserted already a minute past their
+   * expiry, which no write of the service makes, wait for its full scan, once a
+   * minute. Their ids are time-ordered like the service's (UUIDv7), a
+   * millisecond apart.
    */
   async insertExpiredLeases(scope: string, tag: string, count: number, fingerprint: string, request: string) {
     await this.query(
@@ -123,7 +128,7 @@ export class BenchDatabase {
          retention_ms, created_at, updated_at)
        SELECT $1, 'x/' || $2 || '/' || i, ${orderedUuid(`now() - interval '2 minutes' - i * interval '1 millisecond'`)}, $3,
          'non_idempotent_write', 'in_progress', 1, 1,
-         gen_random_uuid(), 'crashed-worker', now() - interval '1 minute' - i * interval '1 millisecond',
+         gen_random_uuid(), 'crashed-worker', now() - (i::float8 / $5) * interval '10 seconds',
          CASE WHEN i % 2 = 0 THEN now() - interval '2 minutes' END, false, $4::jsonb, '{}'::jsonb,
          86400000, now() - interval '2 minutes', now() - interval '2 minutes'
        FROM generate_series(1, $5::int) AS i`,
