@@ -253,10 +253,15 @@ describe.skipIf(!onPostgres())('F9: four sweepers against 5,000 expired leases',
     );
     expect(before).toHaveLength(8 * PER_LEASE_VARIANT + APPROVALS + 3 * 100);
 
+    // Each with its own scan floor, as the service's sweepers run: the first pass scans
+    // from the oldest lease, the later ones from where their own scan stopped.
+    const floors = pools.map(() => new LeaseScanFloor());
     const total: SweepResult = { leaseExpired: 0, approvalExpired: 0, purged: 0 };
     for (let round = 0; ; round++) {
       expect(round).toBeLessThan(50);
-      const results = await Promise.all(pools.map((p) => sweepOnce(p, { ...settings, batchSize: 200 })));
+      const results = await Promise.all(
+        pools.map((p, i) => sweepOnce(p, { ...settings, batchSize: 200 }, 'sweeper', floors[i])),
+      );
       const n = results.reduce((s, r) => s + r.leaseExpired + r.approvalExpired, 0);
       for (const r of results) {
         total.leaseExpired += r.leaseExpired;
