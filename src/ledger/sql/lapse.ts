@@ -19,7 +19,7 @@ import {
   STAMP,
   STAMP_CTE,
 } from './events.js';
-import { effectiveOf, lapsedColumns } from './row.js';
+import { effectiveOf, epochMicros, lapsedColumns } from './row.js';
 
 const LAPSED_COLUMNS = lapsedColumns('o', 'e.eff');
 const LAPSED = Object.keys(LAPSED_COLUMNS);
@@ -56,9 +56,6 @@ const NOW = '(SELECT now FROM clock)';
  * keeps it a bound on the index, also in a generic plan.
  */
 const LEASE_FLOOR = `COALESCE(timestamptz 'epoch' + $afterUs::bigint * interval '1 microsecond', '-infinity')`;
-
-/** A timestamp as exact microseconds since the epoch, as text (a JS number would round it). */
-const micros = (t: string) => `((extract(epoch FROM ${t}) * 1000000)::bigint)::text`;
 
 /**
  * The batch's commit does not wait for its WAL to reach the disk
@@ -109,8 +106,8 @@ const LAPSE_BATCH = statement(
   )
   SELECT count(*)::int AS n, (count(*) FILTER (WHERE status = 'rejected'))::int AS "approvalExpired",
     (SELECT count(lease_at) FROM due)::int AS "leasesDue",
-    (SELECT ${micros('max(lease_at)')} FROM due) AS "lastDueUs",
-    ${micros(NOW)} AS "nowUs"
+    (SELECT ${epochMicros('max(lease_at)')} FROM due) AS "lastDueUs",
+    ${epochMicros(NOW)} AS "nowUs"
   FROM lapsed`,
 );
 

@@ -5,7 +5,7 @@
  */
 import { type SQL, sql } from 'drizzle-orm';
 import type { Database } from '../../db/database.js';
-import { CLOCK, effectiveOf, fromDb, type OperationRow, projection } from './row.js';
+import { CLOCK, effectiveOf, epochMicros, fromDb, type OperationRow, projection } from './row.js';
 
 export interface ListFilter {
   /** Scope patterns of the caller (`orders`, `agent-*`, `*`). */
@@ -52,7 +52,7 @@ export function listQuery(f: ListFilter): SQL {
     );
   }
   return sql`
-    SELECT ${PROJECTION}, ((extract(epoch FROM o.created_at) * 1000000)::bigint)::text AS "cursorUs"
+    SELECT ${PROJECTION}, ${sql.raw(epochMicros('o.created_at'))} AS "cursorUs"
     FROM idem_operations o CROSS JOIN ${FROM_EFFECTIVE}
     WHERE ${sql.join(where, sql` AND `)}
     ORDER BY o.created_at, o.id LIMIT ${f.limit}`;

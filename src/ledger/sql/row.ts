@@ -27,6 +27,12 @@ import type { Operation, OperationStatus } from '../../contract/index.js';
 /** The FROM item that brings the database's time into a statement, once. */
 export const CLOCK = '(SELECT now() AS now) c';
 
+/**
+ * A timestamp as exact microseconds since the epoch, as text (a JS number would
+ * round it): the list's cursor, the sweeper's scan floor.
+ */
+export const epochMicros = (t: string) => `((extract(epoch FROM ${t}) * 1000000)::bigint)::text`;
+
 /** The stored columns of `idem_operations`, for explicit UNION arms. */
 export const COLUMNS = [
   'scope',
