@@ -49,6 +49,16 @@ function lapseBatchText(afterUs: string | null = null): string {
   return lapse.text.replace(/\$(\d+)::/g, (_, n: string) => `${values[lapse.params[Number(n) - 1]!]}::`);
 }
 
+/**
+ * `n` copies of each operation row `which` selects (as `o`), in one statement:
+ * copy `g` gets the key `<key>/<g>`, a new id, and the columns `set` gives
+ * (`jsonb_build_object` arguments over `o` and `g`). Copies have no events.
+ */
+const cloneRows = (db: Database, which: SQL, n: number, set: SQL) =>
+  db.rows(sql`INSERT INTO idem_operations
+    SELECT (jsonb_populate_record(o, jsonb_build_object('key', o.key || '/' || g, 'id', gen_random_uuid(), ${set}))).*
+    FROM idem_operations o, generate_series(1, ${n}::int) g WHERE ${which}`);
+
 /** Events per operation id, by type. */
 async function eventsByOp(scopePrefix: string): Promise<Map<string, string[]>> {
   const rows = await t.db.rows<{ id: string; type: string }>(sql`
@@ -218,10 +228,7 @@ describe.skipIf(!onPostgres())('F9: four sweepers against 5,000 expired leases',
     }
     await tpl.begin({ key: 'approval', request: {}, requireApproval: true });
     const clone = (where: SQL, n: number) =>
-      fixtureDb.rows(sql`INSERT INTO idem_operations
-        SELECT (jsonb_populate_record(o, jsonb_build_object(
-          'scope', 'f9-' || chr(97 + g % 4), 'key', o.key || '/' || g, 'id', gen_random_uuid()))).*
-        FROM idem_operations o, generate_series(1, ${n}::int) g WHERE o.scope = ${TPL} AND ${where}`);
+      cloneRows(fixtureDb, sql`o.scope = ${TPL} AND ${where}`, n, sql`'scope', 'f9-' || chr(97 + g % 4)`);
     await clone(sql`o.status = 'in_progress'`, PER_LEASE_VARIANT);
     await clone(sql`o.status = 'pending_approval'`, APPROVALS);
     // Controls cloned too: live leases and approvals with time left, and terminal rows.
@@ -526,12 +533,9 @@ describe('the lease scan floor', () => {
   }, SETUP_MS);
   afterAll(() => own?.close());
 
-  /** Operations cloned `n` times from the scope's row `key` (only key and id differ), with their lease expiry. */
+  /** `n` copies of the scope's row `key`, each with the lease expiry `expiry` gives. */
   const clone = (scope: string, key: string, n: number, expiry: SQL) =>
-    own.db.rows(sql`INSERT INTO idem_operations
-      SELECT (jsonb_populate_record(o, jsonb_build_object('key', o.key || '/' || g, 'id', gen_random_uuid(),
-        'lease_expires_at', ${expiry}))).*
-      FROM idem_operations o, generate_series(1, ${n}::int) g WHERE o.scope = ${scope} AND o.key = ${key}`);
+    cloneRows(own.db, sql`o.scope = ${scope} AND o.key = ${key}`, n, sql`'lease_expires_at', ${expiry}`);
   const statuses = (scope: string) =>
     own.db.rows<{ prefix: string; status: string; version: number; n: number }>(sql`
       SELECT split_part(key, '/', 1) AS prefix, status, version, count(*)::int AS n
