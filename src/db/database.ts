@@ -14,6 +14,7 @@ import type { Config } from '../config.js';
 import { clientDatabase } from './client-database.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { isRerunnable } from './errors.js';
+import { pgliteStatements } from './pglite-statements.js';
 import { bind, type Statement } from './statement.js';
 
 export type EngineKind = 'postgres' | 'pglite';
@@ -122,8 +123,13 @@ export function postgresDatabase(url: string, s: DbSettings, onError?: (err: Err
 /**
  * The embedded engine. PGlite serialises every query: fine for one process, not for load.
  * A data folder is locked for this process (a second one gets a `ConfigError` naming it).
+ * Hot-path statements run as named prepared statements (`pglite-statements.ts`) unless
+ * `prepared` is false (`IDEM_DB_PREPARED`), then through PGlite's `query()`, unnamed.
  */
-export async function pgliteDatabase(dataDir: string | undefined): Promise<Database> {
+export async function pgliteDatabase(
+  dataDir: string | undefined,
+  options: { prepared?: boolean } = {},
+): Promise<Database> {
   const { PGlite } = await import('@electric-sql/pglite');
   const unlock = dataDir ? lockDataDir(dataDir) : () => {};
   let client: PGlite;
@@ -135,6 +141,7 @@ export async function pgliteDatabase(dataDir: string | undefined): Promise<Datab
     throw err;
   }
   const db = drizzlePglite({ client });
+  const named = (options.prepared ?? true) ? pgliteStatements(client) : undefined;
   return {
     kind: 'pglite',
     drizzle: db,
@@ -143,6 +150,7 @@ export async function pgliteDatabase(dataDir: string | undefined): Promise<Datab
       return res.rows as T[];
     },
     async run<T>(st: Statement, values: Readonly<Record<string, unknown>>) {
+      if (named) return named<T>(st, values);
       const res = await client.query<T>(st.text, bind(st, values));
       return res.rows;
     },
@@ -156,5 +164,5 @@ export async function openDatabase(config: Config, onError?: (err: Error) => voi
   if (config.databaseUrl) return postgresDatabase(config.databaseUrl, config.db, onError);
   const { mkdir } = await import('node:fs/promises');
   await mkdir(config.dataDir, { recursive: true });
-  return pgliteDatabase(config.dataDir);
+  return pgliteDatabase(config.dataDir, { prepared: config.db.prepared });
 }

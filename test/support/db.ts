@@ -72,7 +72,7 @@ export async function createTestDatabase(
   const engine = currentEngine();
   const settings = { ...loadConfig({}).db, ...overrides };
   if (engine.kind === 'pglite') {
-    const db = await pgliteDatabase(undefined);
+    const db = await pgliteDatabase(undefined, { prepared: settings.prepared });
     await migrateDatabase(db);
     return {
       db,
