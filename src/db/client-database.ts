@@ -15,6 +15,7 @@ import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import type pg from 'pg';
 import type { Database } from './database.js';
+import type { PgliteRun } from './pglite-statements.js';
 import { bind, type Statement } from './statement.js';
 import { type PgQueryable, runStatement } from './statement-query.js';
 
@@ -44,9 +45,11 @@ export function clientDatabase(client: PgQueryable, options: { prepared?: boolea
 /**
  * A `Database` over a PGlite transaction (or the PGlite instance itself).
  * PGlite runs one query at a time, so its transactions never wait on each
- * other: they are serialised whole.
+ * other: they are serialised whole. Hot-path statements run through `named`
+ * (`pglite-statements.ts`, made for the same transaction or instance) when
+ * given, else unnamed through `query()`.
  */
-export function pgliteTxDatabase(tx: Transaction | PGlite): Database {
+export function pgliteTxDatabase(tx: Transaction | PGlite, named?: PgliteRun): Database {
   // drizzle only calls `query(text, params, options)`, which a Transaction has too.
   const db = drizzlePglite({ client: tx as PGlite });
   return {
@@ -56,6 +59,7 @@ export function pgliteTxDatabase(tx: Transaction | PGlite): Database {
       return (await db.execute(query)).rows as T[];
     },
     async run<T>(st: Statement, values: Readonly<Record<string, unknown>>) {
+      if (named) return named<T>(st, values);
       return (await tx.query<T>(st.text, bind(st, values))).rows;
     },
     poolStats: () => ({ total: 1, idle: 0, waiting: 0 }),

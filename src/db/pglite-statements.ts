@@ -26,7 +26,7 @@
  * `code`); `Sync` travels in the same call, so the session is idle again
  * before the error is thrown.
  */
-import { type PGlite, parse, protocol } from '@electric-sql/pglite';
+import { type PGlite, parse, protocol, type Transaction } from '@electric-sql/pglite';
 import { bind, type Statement } from './statement.js';
 
 const { serialize } = protocol;
@@ -48,8 +48,25 @@ function concat(parts: readonly Uint8Array[]): Uint8Array {
  */
 const sessions = new WeakMap<PGlite, Map<string, readonly number[]>>();
 
-/** `Statement`s run as named prepared statements on one PGlite instance (which this does not own). */
-export function pgliteStatements(client: PGlite) {
+/** Runs one statement with its values and answers its rows. */
+export type PgliteRun = <T>(st: Statement, values: Readonly<Record<string, unknown>>) => Promise<T[]>;
+
+/**
+ * `Statement`s run as named prepared statements on one PGlite instance (which
+ * this does not own). With `transaction`, they run inside that open
+ * transaction (`idem/pg`'s `PgLedger` in a caller's transaction), as its
+ * `query()` does: under PGlite's query lock only (the transaction holds the
+ * other), not once it is over, and without syncing the data folder (its
+ * commit does). A prepared statement outlives the transaction it was prepared
+ * in, as Postgres keeps it for the session whatever the transaction's fate.
+ */
+export function pgliteStatements(client: PGlite, options: { transaction?: Transaction } = {}): PgliteRun {
+  const tx = options.transaction;
+  const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
+    if (!tx) return client._runExclusiveTransaction(() => client._runExclusiveQuery(fn));
+    if (tx.closed) return Promise.reject(new Error('Transaction is closed'));
+    return client._runExclusiveQuery(fn);
+  };
   const session = sessions.get(client) ?? new Map<string, readonly number[]>();
   sessions.set(client, session);
 
@@ -76,26 +93,39 @@ export function pgliteStatements(client: PGlite) {
 
   return async function run<T>(st: Statement, values: Readonly<Record<string, unknown>>): Promise<T[]> {
     const args = bind(st, values);
-    return client._runExclusiveTransaction(() =>
-      client._runExclusiveQuery(async () => {
-        await client._checkReady();
-        const types = await prepare(st);
-        const serialized = args.map((v, i) => {
-          if (v === null || v === undefined) return null;
-          const serializer = client.serializers[types[i] as number];
-          return serializer ? serializer(v) : String(v);
-        });
-        const { messages } = await client.execProtocol(
-          concat([
-            serialize.bind({ statement: st.name, values: serialized }),
-            serialize.describe({ type: 'P' }),
-            serialize.execute({}),
-            serialize.sync(),
-          ]),
-        );
-        const [result] = parse.parseResults(messages, client.parsers);
-        return (result?.rows ?? []) as T[];
-      }),
-    );
+    const send = async () => {
+      const types = await prepare(st);
+      const serialized = args.map((v, i) => {
+        if (v === null || v === undefined) return null;
+        const serializer = client.serializers[types[i] as number];
+        return serializer ? serializer(v) : String(v);
+      });
+      return client.execProtocol(
+        concat([
+          serialize.bind({ statement: st.name, values: serialized }),
+          serialize.describe({ type: 'P' }),
+          serialize.execute({}),
+          serialize.sync(),
+        ]),
+        { syncToFs: !tx },
+      );
+    };
+    return exclusive(async () => {
+      await client._checkReady();
+      let answer: Awaited<ReturnType<typeof send>>;
+      try {
+        answer = await send();
+      } catch (err) {
+        // 26000: the session no longer has it (someone ran DEALLOCATE or DISCARD on
+        // it). Prepared again on the next call; at once outside a transaction, where
+        // nothing ran, but not inside one, which the error has aborted.
+        if ((err as { code?: unknown }).code !== '26000') throw err;
+        session.delete(st.name);
+        if (tx) throw err;
+        answer = await send();
+      }
+      const [result] = parse.parseResults(answer.messages, client.parsers);
+      return (result?.rows ?? []) as T[];
+    });
   };
 }

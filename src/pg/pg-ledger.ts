@@ -25,6 +25,7 @@ import type { BeginBody, Effect, Operation } from '../contract/index.js';
 import { clientDatabase, pgliteTxDatabase } from '../db/client-database.js';
 import { type Database, rerunning, withReruns } from '../db/database.js';
 import { migrateDatabase, migrateOnClient } from '../db/migrate.js';
+import { pgliteStatements } from '../db/pglite-statements.js';
 import type { Claim, ClaimInput, ClaimOutcome, DownstreamLedger, TxClient } from '../downstream/ledger.js';
 import { IdemError } from '../errors.js';
 import { type BeginReply, begin } from '../ledger/begin.js';
@@ -80,7 +81,10 @@ export class PgLedger implements DownstreamLedger {
     this.#prepared = options.prepared ?? true;
     this.#db = this.#pool
       ? withReruns(clientDatabase(this.#pool, { prepared: this.#prepared }))
-      : pgliteTxDatabase(this.#pglite as PGlite);
+      : pgliteTxDatabase(
+          this.#pglite as PGlite,
+          this.#prepared ? pgliteStatements(this.#pglite as PGlite) : undefined,
+        );
   }
 
   /** Applies Idem's migrations (serialised with the service's by the same advisory lock). */
@@ -219,6 +223,8 @@ export class PgLedger implements DownstreamLedger {
   }
 
   #open(): Promise<OpenTransaction> {
-    return this.#pool ? openPg(this.#pool, this.#prepared) : openPglite(this.#pglite as PGlite);
+    return this.#pool
+      ? openPg(this.#pool, this.#prepared)
+      : openPglite(this.#pglite as PGlite, this.#prepared);
   }
 }

@@ -7,6 +7,7 @@ import type { PGlite, Transaction } from '@electric-sql/pglite';
 import type pg from 'pg';
 import { clientDatabase, pgliteTxDatabase } from '../db/client-database.js';
 import type { Database } from '../db/database.js';
+import { pgliteStatements } from '../db/pglite-statements.js';
 import type { TxClient } from '../downstream/ledger.js';
 
 /** An open transaction. `commit` and `rollback` end it; either may be called once, then both are no-ops. */
@@ -53,7 +54,7 @@ export async function openPg(pool: pg.Pool, prepared: boolean): Promise<OpenTran
   };
 }
 
-export async function openPglite(pglite: PGlite): Promise<OpenTransaction> {
+export async function openPglite(pglite: PGlite, prepared: boolean): Promise<OpenTransaction> {
   let decide!: (commit: boolean) => void;
   const decided = new Promise<boolean>((r) => {
     decide = r;
@@ -72,7 +73,7 @@ export async function openPglite(pglite: PGlite): Promise<OpenTransaction> {
   ]);
   let open = true;
   return {
-    db: pgliteTxDatabase(tx),
+    db: pgliteTxDatabase(tx, prepared ? pgliteStatements(pglite, { transaction: tx }) : undefined),
     tx: {
       query: async (text, params) => {
         if (!open) throw new Error('this transaction is over');

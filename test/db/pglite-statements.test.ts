@@ -1,13 +1,14 @@
 /**
  * The embedded engine's named prepared statements (`src/db/pglite-statements.ts`):
  * the same answers as PGlite's own `query()`, each statement prepared once per
- * session, errors that leave the session usable, and PGlite's transaction lock
- * respected. Each test runs its own in-memory PGlite, so the suite runs it once,
- * with the embedded engine.
+ * engine, errors that leave the session usable, PGlite's transaction lock
+ * respected, and (for `idem/pg`) statements run inside a caller's transaction.
+ * Each test runs its own in-memory PGlite, so the suite runs it once, with the
+ * embedded engine.
  */
 import { PGlite } from '@electric-sql/pglite';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { pgliteStatements } from '../../src/db/pglite-statements.js';
+import { type PgliteRun, pgliteStatements } from '../../src/db/pglite-statements.js';
 import { bind, statement } from '../../src/db/statement.js';
 import { currentEngine } from '../support/engine.js';
 
@@ -118,6 +119,36 @@ describe.runIf(currentEngine().kind === 'pglite')('named prepared statements on 
     finish();
     await tx;
     expect(await read).toEqual([]);
+  });
+
+  it('given a transaction, run inside it, and refuse once it is over; what it prepared stays', async () => {
+    let inTx!: PgliteRun;
+    await client.transaction(async (t) => {
+      inTx = pgliteStatements(client, { transaction: t });
+      expect(await inTx(WRITE, { k: 't', v: 1 })).toEqual([{ v: 1 }]);
+      expect(await inTx(READ, { k: 't' })).toEqual([{ v: 1 }]);
+      await t.rollback();
+    });
+    await expect(inTx(READ, { k: 't' })).rejects.toThrow(/Transaction is closed/);
+    // Prepared inside the rolled-back transaction, and still there: no second Parse.
+    expect(await preparedNames()).toEqual(['idem_test_pglite_read', 'idem_test_pglite_write']);
+    expect(await run(READ, { k: 't' })).toEqual([]);
+    expect(await run(WRITE, { k: 't', v: 2 })).toEqual([{ v: 2 }]);
+    expect(client.isInTransaction()).toBe(false);
+  });
+
+  it('prepare again what someone else deallocated: at once, or inside a transaction on the next call', async () => {
+    await run(WRITE, { k: 'a', v: 1 });
+    await client.exec('DEALLOCATE ALL');
+    expect(await run(READ, { k: 'a' })).toEqual([{ v: 1 }]);
+    await client.transaction(async (t) => {
+      const inTx = pgliteStatements(client, { transaction: t });
+      await t.exec('DEALLOCATE ALL');
+      await expect(inTx(READ, { k: 'a' })).rejects.toMatchObject({ code: '26000' });
+      await t.rollback();
+    });
+    expect(await run(READ, { k: 'a' })).toEqual([{ v: 1 }]);
+    expect(await preparedNames()).toEqual(['idem_test_pglite_read']);
   });
 
   it('refuse to run once the engine is closed', async () => {
