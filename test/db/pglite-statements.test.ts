@@ -139,6 +139,7 @@ describe.runIf(currentEngine().kind === 'pglite')('named prepared statements on 
 
   it('prepare again what someone else deallocated: at once, or inside a transaction on the next call', async () => {
     await run(WRITE, { k: 'a', v: 1 });
+    expect(await run(READ, { k: 'a' })).toEqual([{ v: 1 }]);
     await client.exec('DEALLOCATE ALL');
     expect(await run(READ, { k: 'a' })).toEqual([{ v: 1 }]);
     await client.transaction(async (t) => {
