@@ -41,7 +41,8 @@ WITH cur AS (
       FROM upd u, cur
     ), refused AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT cur.scope, $6::uuid, cur.id, cur.key, cur.version, 'approval_refused', (SELECT at FROM stamp), $3::text, cur.attempt,
+      SELECT cur.scope, $6::uuid, cur.id, cur.key, cur.version, 'approval_refused', GREATEST((SELECT at FROM stamp), (SELECT max(e.at) + interval '1 microsecond' FROM idem_events e
+        WHERE e.scope = $1 AND e.operation_id = cur.id AND e.version = cur.version)), $3::text, cur.attempt,
         jsonb_build_object('reason', 'fingerprint_mismatch', 'fingerprint', $5::text)
       FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd) AND (cur.eff_status = 'pending_approval')
     ), res AS (

@@ -43,7 +43,8 @@ WITH cur AS (
     ), refused AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
       SELECT cur.scope, $6::uuid, cur.id, cur.key, cur.version, CASE WHEN cur.lease_id IS DISTINCT FROM $5::uuid
-      THEN 'stale_completion_rejected' ELSE 'result_mismatch' END, (SELECT at FROM stamp), $7::text, cur.attempt,
+      THEN 'stale_completion_rejected' ELSE 'result_mismatch' END, GREATEST((SELECT at FROM stamp), (SELECT max(e.at) + interval '1 microsecond' FROM idem_events e
+        WHERE e.scope = $1 AND e.operation_id = cur.id AND e.version = cur.version)), $7::text, cur.attempt,
         jsonb_build_object('status', $3::text, 'currentStatus', cur.eff_status)
       FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd) AND ((cur.lease_id IS DISTINCT FROM $5::uuid)
       OR (cur.eff_status IN ('succeeded', 'failed') AND NOT (cur.status = $3::text

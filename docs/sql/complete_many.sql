@@ -46,7 +46,8 @@ WITH input AS (
     ), refused AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
       SELECT cur.scope, cur."p_eventId"::uuid, cur.id, cur.key, cur.version, CASE WHEN cur.lease_id IS DISTINCT FROM cur."p_leaseId"::uuid
-      THEN 'stale_completion_rejected' ELSE 'result_mismatch' END, (SELECT at FROM stamp), cur."p_actor"::text, cur.attempt,
+      THEN 'stale_completion_rejected' ELSE 'result_mismatch' END, GREATEST((SELECT at FROM stamp), (SELECT max(e.at) + interval '1 microsecond' FROM idem_events e
+        WHERE e.scope = cur."p_scope" AND e.operation_id = cur.id AND e.version = cur.version)), cur."p_actor"::text, cur.attempt,
         jsonb_build_object('status', cur."p_status"::text, 'currentStatus', cur.eff_status)
       FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd u WHERE u.scope = cur.scope AND u.key = cur.key) AND ((cur.lease_id IS DISTINCT FROM cur."p_leaseId"::uuid)
       OR (cur.eff_status IN ('succeeded', 'failed') AND NOT (cur.status = cur."p_status"::text

@@ -40,7 +40,8 @@ WITH cur AS (
       FROM upd u, cur
     ), refused AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT cur.scope, $4::uuid, cur.id, cur.key, cur.version, 'stale_completion_rejected', (SELECT at FROM stamp), $5::text, cur.attempt,
+      SELECT cur.scope, $4::uuid, cur.id, cur.key, cur.version, 'stale_completion_rejected', GREATEST((SELECT at FROM stamp), (SELECT max(e.at) + interval '1 microsecond' FROM idem_events e
+        WHERE e.scope = $1 AND e.operation_id = cur.id AND e.version = cur.version)), $5::text, cur.attempt,
         jsonb_build_object('call', 'release', 'currentStatus', cur.eff_status)
       FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd) AND (cur.lease_id IS DISTINCT FROM $3::uuid)
     ), res AS (

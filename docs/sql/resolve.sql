@@ -48,7 +48,8 @@ WITH cur AS (
       FROM upd u, cur
     ), refused AS (
       INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
-      SELECT cur.scope, $8::uuid, cur.id, cur.key, cur.version, 'resolution_refused', (SELECT at FROM stamp), $5::text, cur.attempt,
+      SELECT cur.scope, $8::uuid, cur.id, cur.key, cur.version, 'resolution_refused', GREATEST((SELECT at FROM stamp), (SELECT max(e.at) + interval '1 microsecond' FROM idem_events e
+        WHERE e.scope = $1 AND e.operation_id = cur.id AND e.version = cur.version)), $5::text, cur.attempt,
         jsonb_build_object('to', $3::text, 'currentStatus', cur.eff_status,
         'attempt', cur.attempt, 'expectedAttempt', $7::int)
       FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd) AND (true)

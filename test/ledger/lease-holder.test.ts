@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/database.js';
+import { EVENT_ORDER } from '../../src/ledger/sql/events.js';
 import { client, expireLease, type Reply, snapshot } from '../support/http.js';
 import { createTestApp, type TestApp } from '../support/service.js';
 
@@ -28,7 +29,7 @@ async function allEvents(db: Database): Promise<Row[]> {
 
 async function eventTypes(key: string, scope = 'orders'): Promise<string[]> {
   const rows = await t.db.rows<{ type: string }>(
-    sql`SELECT type FROM idem_events WHERE scope = ${scope} AND key = ${key} ORDER BY version, at`,
+    sql`SELECT type FROM idem_events WHERE scope = ${scope} AND key = ${key} ORDER BY ${sql.raw(EVENT_ORDER)}`,
   );
   return rows.map((r) => r.type);
 }

@@ -10,6 +10,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Operation } from '../../src/contract/index.js';
 import type { Database } from '../../src/db/database.js';
+import { EVENT_ORDER } from '../../src/ledger/sql/events.js';
 import { sweepOnce } from '../../src/ledger/sweeper.js';
 import { client, expireApproval, expireLease, type Reply, snapshot } from '../support/http.js';
 import { createTestApp, type TestApp } from '../support/service.js';
@@ -60,7 +61,7 @@ async function eventsOf(
   key: string,
 ): Promise<{ type: string; detail: Record<string, unknown>; actor: string }[]> {
   return db.rows(
-    sql`SELECT type, detail, actor FROM idem_events WHERE scope = 'orders' AND key = ${key} ORDER BY version, at`,
+    sql`SELECT type, detail, actor FROM idem_events WHERE scope = 'orders' AND key = ${key} ORDER BY ${sql.raw(EVENT_ORDER)}`,
   );
 }
 

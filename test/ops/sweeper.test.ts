@@ -9,6 +9,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
+import { EVENT_ORDER } from '../../src/ledger/sql/events.js';
 import { renderedStatements } from '../../src/ledger/sql/rendered.js';
 import { LeaseScanFloor, type SweepResult, sweepOnce } from '../../src/ledger/sweeper.js';
 import { onCitus, onPostgres } from '../support/engine.js';
@@ -62,7 +63,7 @@ const cloneRows = (db: Database, which: SQL, n: number, set: SQL) =>
 /** Events per operation id, by type. */
 async function eventsByOp(scopePrefix: string): Promise<Map<string, string[]>> {
   const rows = await t.db.rows<{ id: string; type: string }>(sql`
-    SELECT operation_id::text AS id, type FROM idem_events WHERE scope LIKE ${`${scopePrefix}%`} ORDER BY version, at`);
+    SELECT operation_id::text AS id, type FROM idem_events WHERE scope LIKE ${`${scopePrefix}%`} ORDER BY ${sql.raw(EVENT_ORDER)}`);
   const m = new Map<string, string[]>();
   for (const r of rows) m.set(r.id, [...(m.get(r.id) ?? []), r.type]);
   return m;

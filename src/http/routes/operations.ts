@@ -140,7 +140,13 @@ export function operationRoutes(app: FastifyInstance, deps: RouteDeps): void {
         summary: 'the append-only event log of an operation, oldest first',
         tags,
         params: KeyParams,
-        response: { 200: answer(EventsResponse, 'the events, oldest first'), ...problems(400, 403, 404) },
+        response: {
+          200: answer(
+            EventsResponse,
+            'the events, oldest first: a new event lists after every older one, also when their `at` is equal',
+          ),
+          ...problems(400, 403, 404),
+        },
       },
     },
     async (request) => {

@@ -6,7 +6,7 @@
  * VOLATILE function runs inside an UPDATE or RETURNING (the stamp below is
  * read by the INSERT of the event alone).
  */
-import type { OperationEvent } from '../../contract/index.js';
+import type { EventType, OperationEvent } from '../../contract/index.js';
 import type { Database } from '../../db/database.js';
 import { statement } from '../../db/statement.js';
 
@@ -65,17 +65,51 @@ export const LAPSE_EVENT_DETAIL = (status: string, lapsedAt: string) =>
 export const STAMP_CTE = 'stamp AS (SELECT clock_timestamp() AS at)';
 export const STAMP = '(SELECT at FROM stamp)';
 
+/** Events that record a refused call: written at the version that refused it, the row unchanged. */
+export const REFUSAL_EVENT_TYPES = [
+  'stale_completion_rejected',
+  'result_mismatch',
+  'approval_refused',
+  'resolution_refused',
+] as const satisfies readonly EventType[];
+/** Events of a lapse: written at the version that lapsed, by whatever wrote the next one. */
+export const LAPSE_EVENT_TYPES = [
+  'lease_expired',
+  'approval_expired',
+] as const satisfies readonly EventType[];
+
+const inList = (types: readonly string[]) => types.map((t) => `'${t}'`).join(', ');
+
 /**
- * Oldest first: `version` orders one operation's changes; within a version,
- * the stamp puts the refusals while it was current, then its lapse (recorded
- * by whatever wrote the next version), after the change that made it.
+ * An operation's log, oldest first. `version` orders its changes; within a
+ * version, what happened is always in this order: the change that made it
+ * (one event), the calls refused while it was current (stamps strictly
+ * increasing, `refusalStamp`), then its lapse (one event, recorded by whatever
+ * wrote the next version). The order says so by kind before the stamp: a
+ * stamp alone cannot, since the embedded engine's clock counts milliseconds
+ * (two events of one operation often share one there).
  */
+export const EVENT_ORDER = `version,
+    CASE WHEN type IN (${inList(LAPSE_EVENT_TYPES)}) THEN 2 WHEN type IN (${inList(REFUSAL_EVENT_TYPES)}) THEN 1 ELSE 0 END,
+    at`;
+
+/**
+ * The stamp of a refusal of row `r` (shaped like `idem_operations`, at the
+ * version it was refused at): the statement's stamp, or just after the last
+ * event of that version when that is later (the same millisecond, on the
+ * embedded engine), so refusals list in the order they were made. Refusals
+ * are rare (a stale lease, a lost operator race): the extra read is theirs.
+ */
+export const refusalStamp = (r: string, scope: string) =>
+  `GREATEST(${STAMP}, (SELECT max(e.at) + interval '1 microsecond' FROM idem_events e
+        WHERE e.scope = ${scope} AND e.operation_id = ${r}.id AND e.version = ${r}.version))`;
+
 const LIST_EVENTS = statement(
   'list_events',
   `
   SELECT type, at, actor, attempt, detail FROM idem_events
   WHERE scope = $scope AND operation_id = $operationId::uuid
-  ORDER BY version, at`,
+  ORDER BY ${EVENT_ORDER}`,
 );
 
 interface EventRow {

@@ -16,6 +16,7 @@
  *              so the log tells every transition whether or not the sweeper
  *              saw it
  *   ev       = the event of upd; refused = the refusal event when upd is empty
+ *              (stamped after its version's last event: `refusalStamp`)
  *   stamp    = when the events were recorded (see `events.ts`)
  *   res      = the new row, or cur's row when nothing changed, projected once
  *
@@ -39,6 +40,7 @@ import {
   LAPSE_EVENT_DETAIL,
   LAPSE_EVENT_TYPE,
   lapseEventId,
+  refusalStamp,
   STAMP,
   STAMP_CTE,
 } from './events.js';
@@ -107,7 +109,7 @@ function transitionText(
     : '';
   const refusal = t.refusal
     ? `, refused AS (
-      ${insertEvent({ from: 'cur', row: 'cur', id: p('$eventId::uuid')!, type: p(t.refusal.type)!, at: STAMP, actor: p('$actor::text')!, detail: p(t.refusal.detail)!, where: `NOT ${hasUpd} AND (${p(t.refusal.when)})` })}
+      ${insertEvent({ from: 'cur', row: 'cur', id: p('$eventId::uuid')!, type: p(t.refusal.type)!, at: refusalStamp('cur', p('$scope')!), actor: p('$actor::text')!, detail: p(t.refusal.detail)!, where: `NOT ${hasUpd} AND (${p(t.refusal.when)})` })}
     )`
     : '';
   const input = many
