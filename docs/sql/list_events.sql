@@ -6,6 +6,4 @@
 
 SELECT type, at, actor, attempt, detail FROM idem_events
   WHERE scope = $1 AND operation_id = $2::uuid
-  ORDER BY version,
-    CASE WHEN type IN ('lease_expired', 'approval_expired') THEN 2 WHEN type IN ('stale_completion_rejected', 'result_mismatch', 'approval_refused', 'resolution_refused') THEN 1 ELSE 0 END,
-    at;
+  ORDER BY version, type IN ('approval_expired', 'lease_expired'), at;

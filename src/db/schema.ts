@@ -109,9 +109,9 @@ export const events = pgTable(
     /** The operation's version after this event (unchanged for rejected calls). */
     version: integer('version').notNull(),
     type: text('type').notNull(),
-    // Microseconds here: events are ordered by version, kind and `at` (`EVENT_ORDER`
-    // in `ledger/sql/events.ts`), and two events of one operation can fall in the
-    // same millisecond.
+    // Microseconds here: events are ordered by version, lapse last, then `at`
+    // (`EVENT_ORDER` in `ledger/sql/events.ts`), and two events of one operation
+    // can fall in the same millisecond.
     at: timestamp('at', { withTimezone: true, precision: 6 }).notNull(),
     actor: text('actor').notNull(),
     attempt: integer('attempt').notNull(),

@@ -48,8 +48,10 @@ export const lapseEventId = (r: string, version = `${r}.version`) =>
  * the log stays append-only; when the lapse happened (lease expiry, approval
  * deadline) is in its detail as `lapsedAt`.
  */
+const APPROVAL_EXPIRED: EventType = 'approval_expired';
+const LEASE_EXPIRED: EventType = 'lease_expired';
 export const LAPSE_EVENT_TYPE = (status: string) =>
-  `CASE ${status} WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END`;
+  `CASE ${status} WHEN 'rejected' THEN '${APPROVAL_EXPIRED}' ELSE '${LEASE_EXPIRED}' END`;
 export const LAPSE_EVENT_DETAIL = (status: string, lapsedAt: string) =>
   `jsonb_build_object('status', ${status},
           'lapsedAt', to_char(${lapsedAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`;
@@ -65,33 +67,17 @@ export const LAPSE_EVENT_DETAIL = (status: string, lapsedAt: string) =>
 export const STAMP_CTE = 'stamp AS (SELECT clock_timestamp() AS at)';
 export const STAMP = '(SELECT at FROM stamp)';
 
-/** Events that record a refused call: written at the version that refused it, the row unchanged. */
-export const REFUSAL_EVENT_TYPES = [
-  'stale_completion_rejected',
-  'result_mismatch',
-  'approval_refused',
-  'resolution_refused',
-] as const satisfies readonly EventType[];
-/** Events of a lapse: written at the version that lapsed, by whatever wrote the next one. */
-export const LAPSE_EVENT_TYPES = [
-  'lease_expired',
-  'approval_expired',
-] as const satisfies readonly EventType[];
-
-const inList = (types: readonly string[]) => types.map((t) => `'${t}'`).join(', ');
-
 /**
  * An operation's log, oldest first. `version` orders its changes; within a
  * version, what happened is always in this order: the change that made it
- * (one event), the calls refused while it was current (stamps strictly
- * increasing, `refusalStamp`), then its lapse (one event, recorded by whatever
- * wrote the next version). The order says so by kind before the stamp: a
- * stamp alone cannot, since the embedded engine's clock counts milliseconds
- * (two events of one operation often share one there).
+ * (one event), the calls refused while it was current, then its lapse (one
+ * event, recorded by whatever wrote the next version). The stamps say the
+ * first two (a refusal is stamped after its version's last event,
+ * `refusalStamp`); the lapse is put last by its kind, since its stamp, which
+ * is the next change's, can equal a refusal's where the clock counts only
+ * milliseconds (the embedded engine's).
  */
-export const EVENT_ORDER = `version,
-    CASE WHEN type IN (${inList(LAPSE_EVENT_TYPES)}) THEN 2 WHEN type IN (${inList(REFUSAL_EVENT_TYPES)}) THEN 1 ELSE 0 END,
-    at`;
+export const EVENT_ORDER = `version, type IN ('${APPROVAL_EXPIRED}', '${LEASE_EXPIRED}'), at`;
 
 /**
  * The stamp of a refusal of row `r` (shaped like `idem_operations`, at the
