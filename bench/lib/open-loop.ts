@@ -4,7 +4,9 @@
  * the floor see the same kind of arrivals. Each is sent on a free
  * keep-alive connection (one undici `Client` each, opened as needed up to a
  * cap), and each latency measured from the arrival's SCHEDULED time, not
- * from when it could be sent. A slow answer therefore cannot hide the
+ * from when it could be sent (Node's timers have a 1 ms grain, so an arrival
+ * due within 1 ms goes out at once; one sent before its schedule counts from
+ * when it was sent). A slow answer therefore cannot hide the
  * arrivals that queued behind it (no coordinated omission): their wait is
  * in their latency. Starts later than `LATE_MS` after their schedule (the
  * driver itself, or no free connection) are counted, so a driver that could
@@ -85,7 +87,10 @@ export async function openLoop(o: OpenLoopOptions): Promise<OpenLoopResult> {
     try {
       await o.cycle(client, 0, seq);
       if (!counted) return;
-      latencies.push(performance.now() - scheduled);
+      // An arrival due within the timers' 1 ms grain goes out at once, up to
+      // 1 ms early: its latency then counts from when it was sent, never from
+      // a schedule it beat (that would shave up to 1 ms off the answer's own time).
+      latencies.push(performance.now() - Math.min(scheduled, started));
       lags.push(started - scheduled);
       if (started - scheduled > LATE_MS) lateStarts++;
     } catch (err) {
