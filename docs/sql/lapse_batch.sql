@@ -54,7 +54,7 @@ WITH clock AS (SELECT now() AS now, set_config('synchronous_commit', 'off', true
       version = o.version + 1
     FROM due
     WHERE o.scope = due.scope AND o.key = due.key AND o.version = due.version
-    RETURNING o.*
+    RETURNING o.scope, o.id, o.key, o.version, o.status, o.attempt, o.updated_at
   ), ev AS (
     INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
       SELECT l.scope, (left(replace(l.id::text, '-', ''), 12) || substr(md5(l.id::text || '/lapse/' || l.version - 1), 13))::uuid, l.id, l.key, l.version - 1, CASE l.status WHEN 'rejected' THEN 'approval_expired' ELSE 'lease_expired' END, (SELECT at FROM stamp), $3::text, l.attempt,

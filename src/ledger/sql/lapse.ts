@@ -71,6 +71,15 @@ const LEASE_FLOOR = `COALESCE(timestamptz 'epoch' + $afterUs::bigint * interval 
  */
 const RELAXED_COMMIT = `set_config('synchronous_commit', 'off', true)`;
 
+/**
+ * What the batch's event and count read of each lapsed row, and nothing else:
+ * `RETURNING o.*` carried every row whole (its request and metadata among
+ * them) through the CTE. Measured alone (100,000 lapses in batches of 500,
+ * alternating, 3 to 4 rounds): 1 to 2% less time per lapse with the
+ * benchmark's 70-byte request, 4 to 7% with a 1.5 kB one.
+ */
+const LAPSED_RETURNS = 'o.scope, o.id, o.key, o.version, o.status, o.attempt, o.updated_at';
+
 const LAPSE_BATCH = statement(
   'lapse_batch',
   `
@@ -91,7 +100,7 @@ const LAPSE_BATCH = statement(
       version = o.version + 1
     FROM due
     WHERE o.scope = due.scope AND o.key = due.key AND o.version = due.version
-    RETURNING o.*
+    RETURNING ${LAPSED_RETURNS}
   ), ev AS (
     ${insertEvent({
       from: 'lapsed l',
