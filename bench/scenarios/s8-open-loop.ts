@@ -4,11 +4,15 @@
  * Latency is measured from each arrival's scheduled time (`open-loop.ts`),
  * so it is free of coordinated omission: this is where latency targets are
  * judged. The floor runs the floor's cycle at the same rate (`pgbench -R`,
- * which also measures from the schedule), with the same connections.
+ * which also measures from the schedule), with the same connections. The
+ * HTTP floor (a bare fastify route, no database) takes the same arrivals from
+ * the same driver: what the driver, two HTTP round trips and this machine's
+ * stalls give on their own, without any database.
  */
-import { type Bench, errorNotes, type Row, type ScenarioResult } from '../lib/bench.js';
+import { type Bench, errorNotes, type Row, type ScenarioResult, sideCpuRows } from '../lib/bench.js';
 import { floorCycleScript } from '../lib/floor.js';
-import { beginCompleteCycle, closedLoop, type MeasuredLoad } from '../lib/http-load.js';
+import { floorCycle, type HttpFloor, sampleAnswers } from '../lib/http-floor.js';
+import { beginCompleteCycle, type Cycle, closedLoop, type MeasuredLoad } from '../lib/http-load.js';
 import { LATE_MS, type OpenLoopResult, openLoop } from '../lib/open-loop.js';
 import { runPgbench } from '../lib/pgbench.js';
 import { spread } from '../lib/stats.js';
@@ -18,8 +22,11 @@ export async function runS8(b: Bench): Promise<ScenarioResult> {
   const clients = b.cfg.scenarioClients;
   const notes: string[] = [];
   const svc = await b.startService(clients + 1);
+  let httpFloor: HttpFloor | undefined;
   try {
     await prime(b, svc, clients, beginCompleteCycle(b.scope, 'prime8'));
+    httpFloor = await b.startHttpFloor(await sampleAnswers(svc.url, b.scope));
+    const http = httpFloor;
     let max = b.s1Rate.get(clients);
     if (b.cfg.openRate === 0 && max === undefined) {
       // S1 did not run at this client count: measure its maximum here, once.
@@ -38,17 +45,19 @@ export async function runS8(b: Bench): Promise<ScenarioResult> {
       ? 'BENCH_OPEN_RATE'
       : `half of S1's ${max!.toFixed(0)} cycles/s at ${clients} clients`;
     b.log(`S8: ${rate} cycles/s (${how})`);
+    const open = (url: string, pid: number, cycle: Cycle) =>
+      openLoop({
+        url,
+        rate,
+        warmupMs: b.cfg.warmupSeconds * 1000,
+        measureMs: b.cfg.seconds * 1000,
+        maxConnections: b.cfg.openConnections,
+        cycle,
+        cpu: b.serviceCpu(pid),
+      });
     const p = await b.sides(`S8 ${rate}/s`, {
-      service: (run) =>
-        openLoop({
-          url: svc.url,
-          rate,
-          warmupMs: b.cfg.warmupSeconds * 1000,
-          measureMs: b.cfg.seconds * 1000,
-          maxConnections: b.cfg.openConnections,
-          cycle: beginCompleteCycle(b.scope, `s8-${run}`),
-          cpu: b.serviceCpu(svc.pid),
-        }),
+      service: (run) => open(svc.url, svc.pid, beginCompleteCycle(b.scope, `s8-${run}`)),
+      http: (run) => open(http.url, http.pid, floorCycle(b.scope, `s8h-${run}`)),
       floor: async (run) => {
         await b.releaseServiceConnections();
         return runPgbench({
@@ -60,29 +69,34 @@ export async function runS8(b: Bench): Promise<ScenarioResult> {
           workDir: b.workDir,
           warmupSeconds: b.cfg.warmupSeconds,
           seconds: b.cfg.seconds,
+          cpu: b.pgbenchCpu,
         });
       },
     });
+    const scenario = `open loop, ${rate} cycles/s (${how}); floor: pgbench -R at ${clients} connections; HTTP floor: the same driver`;
     return {
       id: 'S8',
-      rows: rows(b, rate, how, clients, p.service as OpenLoopResult[], p.floor!),
+      rows: [
+        ...rows(b, rate, scenario, p.service as OpenLoopResult[], p.floor!, p.http as OpenLoopResult[]),
+        ...sideCpuRows('S8', scenario, 'cycle', p),
+      ],
       detail: { rate, how, ...p },
-      notes: [...notes, ...errorNotes('S8 service', p.service)],
+      notes: [...notes, ...errorNotes('S8 service', p.service), ...errorNotes('S8 HTTP floor', p.http!)],
     };
   } finally {
     await b.stopService(svc);
+    if (httpFloor) await b.stopHttpFloor(httpFloor);
   }
 }
 
 function rows(
   b: Bench,
   rate: number,
-  how: string,
-  clients: number,
+  scenario: string,
   svc: OpenLoopResult[],
   floor: MeasuredLoad[],
+  http: OpenLoopResult[],
 ): Row[] {
-  const scenario = `open loop, ${rate} cycles/s (${how}); floor: pgbench -R at ${clients} connections`;
   const latency = (figure: string, f: (m: MeasuredLoad) => number): Row => ({
     id: 'S8',
     scenario,
@@ -91,6 +105,8 @@ function rows(
     service: spread(svc.map(f)),
     reference: spread(floor.map(f)),
     ratio: spread(svc.map((m, i) => f(m) / f(floor[i]!))),
+    http: spread(http.map(f)),
+    httpRatio: spread(svc.map((m, i) => f(m) / f(http[i]!))),
   });
   return [
     {
@@ -101,6 +117,7 @@ function rows(
       service: spread(svc.map((m) => m.perSecond)),
       reference: spread(floor.map((m) => m.perSecond)),
       ratio: spread(svc.map((m, i) => m.perSecond / floor[i]!.perSecond)),
+      http: spread(http.map((m) => m.perSecond)),
     },
     latency('p50', (m) => m.latency.p50),
     latency('p99', (m) => m.latency.p99),
@@ -111,6 +128,7 @@ function rows(
       figure: `late starts (> ${LATE_MS} ms after schedule), of ${Math.round(rate * b.cfg.seconds)} per run`,
       unit: '',
       service: spread(svc.map((m) => m.lateStarts)),
+      http: spread(http.map((m) => m.lateStarts)),
     },
     {
       id: 'S8',
@@ -118,6 +136,7 @@ function rows(
       figure: 'start lag p99 (scheduled -> sent)',
       unit: 'ms',
       service: spread(svc.map((m) => m.startLag.p99)),
+      http: spread(http.map((m) => m.startLag.p99)),
     },
     {
       id: 'S8',
@@ -125,6 +144,7 @@ function rows(
       figure: 'HTTP connections opened by the driver',
       unit: '',
       service: spread(svc.map((m) => m.connections)),
+      http: spread(http.map((m) => m.connections)),
     },
   ];
 }
