@@ -427,6 +427,36 @@ describe('the coalescer', () => {
     expect(await Promise.all(queued)).toEqual(['many:a', 'many:b']);
   });
 
+  it('with no connection free, holds the next statements back until one is free', async () => {
+    const r = recording();
+    let free = false;
+    const co = new Coalescer(r.fold, 1, 64, 10, () => free, 10_000);
+    const first = co.run('slow');
+    const queued = [co.run('a'), co.run('b')];
+    await new Promise((res) => setTimeout(res, 60));
+    expect(r.sent).toEqual([['slow']]);
+    free = true;
+    await new Promise((res) => setTimeout(res, 30));
+    expect(r.sent).toEqual([['slow'], ['a', 'b']]);
+    for (let i = 0; i < 2; i++) await r.open();
+    expect(await first).toBe('one:slow');
+    expect(await Promise.all(queued)).toEqual(['many:a', 'many:b']);
+  });
+
+  it('with no connection free, lets the next statements out after the stall limit all the same', async () => {
+    const r = recording();
+    const co = new Coalescer(r.fold, 1, 64, 10, () => false, 100);
+    const first = co.run('slow');
+    const queued = co.run('a');
+    await new Promise((res) => setTimeout(res, 50));
+    expect(r.sent).toEqual([['slow']]);
+    await new Promise((res) => setTimeout(res, 100));
+    expect(r.sent).toEqual([['slow'], ['a']]);
+    for (let i = 0; i < 2; i++) await r.open();
+    expect(await first).toBe('one:slow');
+    expect(await queued).toBe('one:a');
+  });
+
   it('writes array literals that keep any text', () => {
     expect(arrayLiteral(['a', 'b"c', 'd\\e', null, 3, true, '', 'NULL', '{x,y}'])).toBe(
       '{"a","b\\"c","d\\\\e",NULL,"3","true","","NULL","{x,y}"}',
