@@ -84,6 +84,18 @@ const STALL_MS = 5;
  */
 const STALL_LIMIT_MS = 50;
 
+/** How a coalescer batches and when it stops waiting on a stalled statement. */
+export interface CoalescerOptions {
+  /** Inputs one statement carries at most. */
+  maxBatch?: number;
+  /** After this long a statement stops holding up its kind (`STALL_MS`). */
+  stallMs?: number;
+  /** Whether a connection is free now (a pool's idle count); without one, stalled statements wait. */
+  spare?: () => boolean;
+  /** How long they wait for one (`STALL_LIMIT_MS`). */
+  stallLimitMs?: number;
+}
+
 export class Coalescer<In, Out> {
   readonly #queue: Waiter<In, Out>[] = [];
   #inFlight = 0;
@@ -93,14 +105,19 @@ export class Coalescer<In, Out> {
   constructor(
     private readonly fold: Fold<In, Out>,
     private readonly inFlight: number,
-    private readonly maxBatch = 64,
-    private readonly stallMs = STALL_MS,
-    /** Whether a connection is free now (a pool's idle count); without one, stalled statements wait. */
-    private readonly spare: () => boolean = () => true,
-    private readonly stallLimitMs = STALL_LIMIT_MS,
+    options: CoalescerOptions = {},
   ) {
     if (!(inFlight >= 1)) throw new Error('a coalescer needs at least one statement in flight');
+    this.maxBatch = options.maxBatch ?? 64;
+    this.stallMs = options.stallMs ?? STALL_MS;
+    this.spare = options.spare ?? (() => true);
+    this.stallLimitMs = options.stallLimitMs ?? STALL_LIMIT_MS;
   }
+
+  private readonly maxBatch: number;
+  private readonly stallMs: number;
+  private readonly spare: () => boolean;
+  private readonly stallLimitMs: number;
 
   run(input: In): Promise<Out> {
     return new Promise<Out>((resolve, reject) => {
@@ -120,11 +137,10 @@ export class Coalescer<In, Out> {
         this.#inFlight--;
         this.#pump();
       };
-      // Beside it only on a free connection, or after `stallLimitMs` (STALL_LIMIT_MS).
-      let waited = 0;
+      // Beside it only on a free connection, or once `stallLimitMs` has passed.
+      const since = performance.now();
       const stalled = () => {
-        waited += this.stallMs;
-        if (waited >= this.stallLimitMs || this.spare()) uncount();
+        if (this.spare() || performance.now() - since >= this.stallLimitMs) uncount();
         else timer = setTimeout(stalled, this.stallMs);
       };
       let timer = setTimeout(stalled, this.stallMs);
@@ -256,7 +272,7 @@ export function coalescerFor<In, Out>(
   }
   let co = kinds.get(kind) as Coalescer<In, Out> | undefined;
   if (!co) {
-    co = new Coalescer(fold(db), c.inFlight, undefined, undefined, () => db.poolStats().idle > 0);
+    co = new Coalescer(fold(db), c.inFlight, { spare: () => db.poolStats().idle > 0 });
     kinds.set(kind, co as unknown as Coalescer<never, unknown>);
   }
   return co;

@@ -26,6 +26,7 @@ import {
 import { readByKey, readManyByKey } from '../../src/ledger/sql/read.js';
 import { transitionMany } from '../../src/ledger/sql/transition.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
+import { eventually } from '../client/support.js';
 import { newOperation, REQUEST } from '../support/begin-input.js';
 import { onCitus, onPostgres } from '../support/engine.js';
 import { client, expireApproval, expireLease } from '../support/http.js';
@@ -416,32 +417,27 @@ describe('the coalescer', () => {
 
   it('lets the next statements out beside one that has been waiting for longer than its stall time', async () => {
     const r = recording();
-    const co = new Coalescer(r.fold, 1, 64, 30);
+    const co = new Coalescer(r.fold, 1, { stallMs: 30 });
     const first = co.run('slow');
     const queued = [co.run('a'), co.run('b')];
     expect(r.sent).toEqual([['slow']]);
-    await new Promise((res) => setTimeout(res, 60));
+    await eventually(() => r.sent.length === 2);
     expect(r.sent).toEqual([['slow'], ['a', 'b']]);
     for (let i = 0; i < 3; i++) await r.open();
     expect(await first).toBe('one:slow');
     expect(await Promise.all(queued)).toEqual(['many:a', 'many:b']);
   });
 
-  /** Until `sent` holds `n` statements (timers run late on a busy machine), at most 5 s. */
-  async function sentCount(sent: unknown[], n: number): Promise<void> {
-    for (let i = 0; i < 500 && sent.length < n; i++) await new Promise((res) => setTimeout(res, 10));
-  }
-
   it('with no connection free, holds the next statements back until one is free', async () => {
     const r = recording();
     let free = false;
-    const co = new Coalescer(r.fold, 1, 64, 10, () => free, 10_000);
+    const co = new Coalescer(r.fold, 1, { stallMs: 10, spare: () => free, stallLimitMs: 10_000 });
     const first = co.run('slow');
     const queued = [co.run('a'), co.run('b')];
     await new Promise((res) => setTimeout(res, 60));
     expect(r.sent).toEqual([['slow']]);
     free = true;
-    await sentCount(r.sent, 2);
+    await eventually(() => r.sent.length === 2);
     expect(r.sent).toEqual([['slow'], ['a', 'b']]);
     for (let i = 0; i < 2; i++) await r.open();
     expect(await first).toBe('one:slow');
@@ -450,12 +446,12 @@ describe('the coalescer', () => {
 
   it('with no connection free, lets the next statements out after the stall limit all the same', async () => {
     const r = recording();
-    const co = new Coalescer(r.fold, 1, 64, 10, () => false, 100);
+    const co = new Coalescer(r.fold, 1, { stallMs: 10, spare: () => false, stallLimitMs: 300 });
     const first = co.run('slow');
     const queued = co.run('a');
     await new Promise((res) => setTimeout(res, 50));
     expect(r.sent).toEqual([['slow']]);
-    await sentCount(r.sent, 2);
+    await eventually(() => r.sent.length === 2);
     expect(r.sent).toEqual([['slow'], ['a']]);
     for (let i = 0; i < 2; i++) await r.open();
     expect(await first).toBe('one:slow');
