@@ -105,6 +105,17 @@ export class Bench {
     return floor;
   }
 
+  /** The stack floor (the HTTP floor's routes running the floor's SQL) on this run's database and scope. */
+  async startStackFloor(bodies: { begin: string; complete: string }, poolMax: number): Promise<HttpFloor> {
+    const floor = await HttpFloor.start(bodies, join(this.workDir, 'stack-floor.log'), {
+      databaseUrl: this.db.url,
+      scope: this.scope,
+      poolMax,
+    });
+    this.live.add(floor);
+    return floor;
+  }
+
   async stopHttpFloor(floor: HttpFloor): Promise<void> {
     await floor.stop();
     this.live.delete(floor);
@@ -178,12 +189,13 @@ export class Bench {
   }
 }
 
-export type Side = 'service' | 'alone' | 'floor' | 'http' | 'sameSql';
+export type Side = 'service' | 'alone' | 'floor' | 'http' | 'stack' | 'sameSql';
 export const SIDE_LABEL: Record<Side, string> = {
   service: 'service',
   alone: 'service, coalescing off (IDEM_DB_COALESCE=0)',
   floor: 'floor (pgbench -M prepared)',
   http: 'HTTP floor',
+  stack: 'stack floor (HTTP floor + floor SQL)',
   sameSql: 'same SQL (pgbench)',
 };
 export type SideRuns = { service: (run: number) => Promise<MeasuredLoad> } & Partial<

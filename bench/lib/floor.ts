@@ -11,7 +11,9 @@
  * No conflict handling, no lapse rules, no projection: whatever the service
  * spends beyond this is its own weight. The values are the service's
  * (fingerprint, canonical request and result, defaults), bound as
- * parameters; the event details are what the service writes for them.
+ * parameters; the event details are what the service writes for them. The
+ * stack floor (`stack-floor-server.ts`) runs the same begin and complete
+ * behind HTTP routes.
  */
 import { OPEN_PRINCIPAL } from '../../src/auth/keys.js';
 import { LEASE_MS, RETENTION_MS } from '../../src/contract/index.js';
@@ -19,34 +21,40 @@ import type { PgbenchScript, ScriptBuilder } from './pgbench.js';
 import { counters, orderedUuid, SCATTERED_KEY, seqUuid } from './scripts.js';
 import { COMPLETE_BODY, EFFECT, FINGERPRINT, REQUEST_TEXT, RESULT_TEXT } from './statements.js';
 
-/** The constants of the floor's statements, as `-D` variables (bound as parameters). */
-function constants(b: ScriptBuilder, scope: string): ScriptBuilder {
-  return b
-    .define('scope', scope)
-    .define('fp', FINGERPRINT)
-    .define('effect', EFFECT)
-    .define('leasems', String(LEASE_MS.default))
-    .define('request', REQUEST_TEXT)
-    .define('metadata', '{}')
-    .define('retention', String(RETENTION_MS.default))
-    .define('actor', OPEN_PRINCIPAL.name)
-    .define('status', COMPLETE_BODY.status)
-    .define('result', RESULT_TEXT)
-    .define('created', JSON.stringify({ status: 'in_progress', owner: null, dispatched: true }))
-    .define('completed', JSON.stringify({ from: 'in_progress', to: COMPLETE_BODY.status }));
+/** The constants of the floor's statements: `-D` variables for pgbench, parameters for the stack floor. */
+export function floorConstants(scope: string): Record<string, string> {
+  return {
+    scope,
+    fp: FINGERPRINT,
+    effect: EFFECT,
+    leasems: String(LEASE_MS.default),
+    request: REQUEST_TEXT,
+    metadata: '{}',
+    retention: String(RETENTION_MS.default),
+    actor: OPEN_PRINCIPAL.name,
+    status: COMPLETE_BODY.status,
+    result: RESULT_TEXT,
+    created: JSON.stringify({ status: 'in_progress', owner: null, dispatched: true }),
+    completed: JSON.stringify({ from: 'in_progress', to: COMPLETE_BODY.status }),
+  };
 }
 
-const lease = `(${seqUuid('b', ':seq')})::uuid`;
+function constants(b: ScriptBuilder, scope: string): ScriptBuilder {
+  for (const [name, value] of Object.entries(floorConstants(scope))) b.define(name, value);
+  return b;
+}
+
+const seqLease = `(${seqUuid('b', ':seq')})::uuid`;
 /** Time-ordered, like the service's ids: a random uuid would cost the floor a random index page per insert. */
 const id = orderedUuid('clock_timestamp()');
 
 /** One new operation and its `created` event. */
-export const FLOOR_BEGIN = `
+const floorBegin = (key: string, lease: string) => `
 WITH o AS (
   INSERT INTO idem_operations (scope, key, id, fingerprint, effect, status, attempt, version,
     lease_id, lease_expires_at, dispatched_at, lease_recovered, request, metadata, retention_ms,
     created_at, updated_at)
-  VALUES (:scope, ${SCATTERED_KEY}, ${id}, :fp, :effect, 'in_progress', 1, 1,
+  VALUES (:scope, ${key}, ${id}, :fp, :effect, 'in_progress', 1, 1,
     ${lease}, now() + :leasems::int * interval '1 millisecond', now(), false,
     :request::jsonb, :metadata::jsonb, :retention::bigint, now(), now())
   RETURNING scope, id, key, created_at
@@ -55,15 +63,28 @@ INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor,
 SELECT scope, ${id}, id, key, 1, 'created', created_at, :actor, 1, :created::jsonb FROM o`;
 
 /** The guarded update of a complete and its `completed` event. */
-export const FLOOR_COMPLETE = `
+const floorComplete = (key: string, lease: string) => `
 WITH u AS (
   UPDATE idem_operations SET status = :status, result = :result::jsonb, completed_at = now(),
     retained_until = now() + retention_ms * interval '1 millisecond', version = version + 1, updated_at = now()
-  WHERE scope = :scope AND key = (${SCATTERED_KEY}) AND lease_id = ${lease} AND status = 'in_progress'
+  WHERE scope = :scope AND key = (${key}) AND lease_id = ${lease} AND status = 'in_progress'
   RETURNING scope, id, key, version, attempt
 )
 INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
 SELECT scope, ${id}, id, key, version, 'completed', now(), :actor, attempt, :completed::jsonb FROM u`;
+
+export const FLOOR_BEGIN = floorBegin(SCATTERED_KEY, seqLease);
+export const FLOOR_COMPLETE = floorComplete(SCATTERED_KEY, seqLease);
+
+/**
+ * The same two statements with the key and lease as variables (`:key`,
+ * `:lease`), for the stack floor (`stack-floor-server.ts`), which takes them
+ * from the request as the service does.
+ */
+export const STACK_FLOOR_SQL = {
+  begin: floorBegin(':key::text', ':lease::uuid'),
+  complete: floorComplete(':key::text', ':lease::uuid'),
+};
 
 /** S1's floor: a begin and a complete, two commits, like the service's cycle. */
 export function floorCycleScript(scope: string, tag: string, run: number): PgbenchScript {

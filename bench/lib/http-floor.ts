@@ -2,7 +2,9 @@
  * The HTTP floor as its own process (`http-floor-server.ts`), the service's
  * answers it imitates (captured from the service itself, so the sizes are
  * the real ones), and the floor's cycles: the same requests as the
- * service's cycles, sent by the same driver, answered 200.
+ * service's cycles, sent by the same driver, answered 200. The stack floor
+ * (`stack-floor-server.ts`) is the same process with the floor's SQL run
+ * before each answer.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -58,11 +60,22 @@ export class HttpFloor {
     return this.child.pid!;
   }
 
-  /** Starts the floor answering begins with `begin` and completes with `complete` (JSON texts). */
-  static async start(bodies: { begin: string; complete: string }, logFile: string): Promise<HttpFloor> {
+  /**
+   * Starts the floor answering begins with `begin` and completes with
+   * `complete` (JSON texts). With `stack`, the stack floor instead
+   * (`stack-floor-server.ts`): the same routes, each running the floor's SQL
+   * first, in `stack.scope` of `stack.databaseUrl`.
+   */
+  static async start(
+    bodies: { begin: string; complete: string },
+    logFile: string,
+    stack?: { databaseUrl: string; scope: string; poolMax: number },
+  ): Promise<HttpFloor> {
+    const what = stack ? 'the stack floor' : 'the HTTP floor';
     const port = await freePort();
     const log = createWriteStream(logFile, { flags: 'a' });
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/http-floor-server.ts')], {
+    const server = stack ? 'bench/lib/stack-floor-server.ts' : 'bench/lib/http-floor-server.ts';
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, server)], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
@@ -73,6 +86,11 @@ export class HttpFloor {
           begin: JSON.parse(bodies.begin),
           complete: JSON.parse(bodies.complete),
         }),
+        ...(stack && {
+          DATABASE_URL: stack.databaseUrl,
+          FLOOR_SCOPE: stack.scope,
+          POOL_MAX: String(stack.poolMax),
+        }),
       },
     });
     child.stdout?.pipe(log);
@@ -80,7 +98,7 @@ export class HttpFloor {
     const exited = new Promise((resolve) => child.on('exit', resolve));
     const floor = new HttpFloor(`http://127.0.0.1:${port}`, child, exited);
     for (const deadline = Date.now() + 30_000; ; ) {
-      if (child.exitCode !== null) throw new Error(`the HTTP floor exited during start; see ${logFile}`);
+      if (child.exitCode !== null) throw new Error(`${what} exited during start; see ${logFile}`);
       const ok = await fetch(`${floor.url}/readyz`).then(
         (r) => r.status === 200,
         () => false,
@@ -88,7 +106,7 @@ export class HttpFloor {
       if (ok) return floor;
       if (Date.now() > deadline) {
         await floor.stop();
-        throw new Error(`the HTTP floor was not ready within 30 s; see ${logFile}`);
+        throw new Error(`${what} was not ready within 30 s; see ${logFile}`);
       }
       await sleep(100);
     }
@@ -106,7 +124,7 @@ export class HttpFloor {
 }
 
 function expect200(status: number, text: string, what: string): void {
-  if (status !== 200) throw new UnexpectedAnswer(`HTTP floor ${what}: HTTP ${status} ${text.slice(0, 160)}`);
+  if (status !== 200) throw new UnexpectedAnswer(`floor ${what}: HTTP ${status} ${text.slice(0, 160)}`);
 }
 
 /** S1's requests (a begin, then a complete) sent to the HTTP floor. */

@@ -7,7 +7,9 @@
  * which also measures from the schedule), with the same connections. The
  * HTTP floor (a bare fastify route, no database) takes the same arrivals from
  * the same driver: what the driver, two HTTP round trips and this machine's
- * stalls give on their own, without any database.
+ * stalls give on their own, without any database. The stack floor takes
+ * them too: the HTTP floor's routes each running the floor's SQL first, the
+ * two halves of the service's path in series (`stack-floor-server.ts`).
  */
 import { type Bench, errorNotes, type Row, type ScenarioResult, sideCpuRows } from '../lib/bench.js';
 import { floorCycleScript } from '../lib/floor.js';
@@ -23,10 +25,15 @@ export async function runS8(b: Bench): Promise<ScenarioResult> {
   const notes: string[] = [];
   const svc = await b.startService(clients + 1);
   let httpFloor: HttpFloor | undefined;
+  let stackFloor: HttpFloor | undefined;
   try {
     await prime(b, svc, clients, beginCompleteCycle(b.scope, 'prime8'));
-    httpFloor = await b.startHttpFloor(await sampleAnswers(svc.url, b.scope));
+    const answers = await sampleAnswers(svc.url, b.scope);
+    httpFloor = await b.startHttpFloor(answers);
+    stackFloor = await b.startStackFloor(answers, clients + 1);
+    await prime(b, stackFloor, clients, floorCycle(b.scope, 'prime8s'));
     const http = httpFloor;
+    const stack = stackFloor;
     let max = b.s1Rate.get(clients);
     if (b.cfg.openRate === 0 && max === undefined) {
       // S1 did not run at this client count: measure its maximum here, once.
@@ -58,6 +65,7 @@ export async function runS8(b: Bench): Promise<ScenarioResult> {
     const p = await b.sides(`S8 ${rate}/s`, {
       service: (run) => open(svc.url, svc.pid, beginCompleteCycle(b.scope, `s8-${run}`)),
       http: (run) => open(http.url, http.pid, floorCycle(b.scope, `s8h-${run}`)),
+      stack: (run) => open(stack.url, stack.pid, floorCycle(b.scope, `s8s-${run}`)),
       floor: async (run) => {
         await b.releaseServiceConnections();
         return runPgbench({
@@ -73,20 +81,69 @@ export async function runS8(b: Bench): Promise<ScenarioResult> {
         });
       },
     });
-    const scenario = `open loop, ${rate} cycles/s (${how}); floor: pgbench -R at ${clients} connections; HTTP floor: the same driver`;
+    const scenario = `open loop, ${rate} cycles/s (${how}); floor: pgbench -R at ${clients} connections; HTTP floor and stack floor: the same driver`;
     return {
       id: 'S8',
       rows: [
         ...rows(b, rate, scenario, p.service as OpenLoopResult[], p.floor!, p.http as OpenLoopResult[]),
         ...sideCpuRows('S8', scenario, 'cycle', p),
+        ...stackRows(scenario, p.service as OpenLoopResult[], p.stack as OpenLoopResult[]),
       ],
       detail: { rate, how, ...p },
-      notes: [...notes, ...errorNotes('S8 service', p.service), ...errorNotes('S8 HTTP floor', p.http!)],
+      notes: [
+        ...notes,
+        ...errorNotes('S8 service', p.service),
+        ...errorNotes('S8 HTTP floor', p.http!),
+        ...errorNotes('S8 stack floor', p.stack!),
+      ],
     };
   } finally {
     await b.stopService(svc);
     if (httpFloor) await b.stopHttpFloor(httpFloor);
+    if (stackFloor) await b.stopHttpFloor(stackFloor);
   }
+}
+
+/**
+ * The stack floor beside the service: the same driver, routes and answers,
+ * each request running the floor's SQL on a pool as large as the service's.
+ * The HTTP floor and the floor are each one half of the service's path;
+ * this is both halves in series, so the latency target can be read against
+ * what any service on this stack pays for the same durable work.
+ */
+function stackRows(scenario: string, svc: OpenLoopResult[], stack: OpenLoopResult[]): Row[] {
+  const row = (figure: string, unit: string, f: (m: OpenLoopResult) => number): Row => ({
+    id: 'S8',
+    scenario,
+    figure: `${figure} (reference: the stack floor, a bare route running the floor's SQL)`,
+    unit,
+    service: spread(svc.map(f)),
+    reference: spread(stack.map(f)),
+    ratio: spread(svc.map((m, i) => f(m) / f(stack[i]!))),
+  });
+  const cpu = (g: (c: NonNullable<OpenLoopResult['cpu']>) => number | undefined) => (m: OpenLoopResult) =>
+    m.cpu ? (g(m.cpu) ?? Number.NaN) : Number.NaN;
+  return [
+    row('cycles/s achieved', '/s', (m) => m.perSecond),
+    row('begin+complete p50, from the scheduled time', 'ms', (m) => m.latency.p50),
+    row('begin+complete p99, from the scheduled time', 'ms', (m) => m.latency.p99),
+    row('begin+complete p99.9, from the scheduled time', 'ms', (m) => m.latency.p999),
+    row(
+      'CPU ms per cycle: service process',
+      'ms',
+      cpu((c) => c.serviceMs),
+    ),
+    row(
+      'CPU ms per cycle: Postgres backends',
+      'ms',
+      cpu((c) => c.postgresMs),
+    ),
+    row(
+      'CPU ms per cycle: load generator',
+      'ms',
+      cpu((c) => c.driverMs),
+    ),
+  ];
 }
 
 function rows(
