@@ -2,7 +2,7 @@
  * The stack floor's process: the HTTP floor's bare fastify routes, each
  * running the floor's own SQL (`STACK_FLOOR_SQL`, the least durable SQL for
  * a begin and for a complete) on a `pg` pool as one named prepared
- * statement, and answering with the service's captured answer text. It is
+ * statement, and answering with the service's captured answers. It is
  * what any Node service on this stack pays for the same requests and the
  * same durable work, with none of the ledger's rules: no fingerprint check,
  * no conflict handling, no coalescing. Env: `DATABASE_URL`, `POOL_MAX`,
