@@ -208,9 +208,49 @@ const perRun = (a: MeasuredLoad[], b: MeasuredLoad[] | undefined, f: (m: Measure
 const over = (ms: MeasuredLoad[] | undefined, f: (m: MeasuredLoad) => number) =>
   ms ? spread(ms.map(f)) : undefined;
 
+type Cpu = NonNullable<MeasuredLoad['cpu']>;
+/** One CPU figure of a run, NaN when that run was not metered. */
+const cpuOf = (g: (c: Cpu) => number | undefined) => (m: MeasuredLoad) =>
+  m.cpu ? (g(m.cpu) ?? Number.NaN) : Number.NaN;
+
+/** A figure: its name, its unit, and how to read it off one run. */
+export type Figure = [string, string, (m: MeasuredLoad) => number];
+
+/** CPU ms per `op` of each process, as figures. */
+export function cpuFigures(op: string): Figure[] {
+  return [
+    [`CPU ms per ${op}: service process`, 'ms', cpuOf((c) => c.serviceMs)],
+    [`CPU ms per ${op}: Postgres backends`, 'ms', cpuOf((c) => c.postgresMs)],
+    [`CPU ms per ${op}: load generator`, 'ms', cpuOf((c) => c.driverMs)],
+  ];
+}
+
+/**
+ * The service against a reference the table has no column of its own for,
+ * in rows that name it (`reference: ...`), each with its per-run ratio.
+ */
+export function referenceRows(
+  id: string,
+  scenario: string,
+  reference: string,
+  service: MeasuredLoad[],
+  ref: MeasuredLoad[],
+  figures: Figure[],
+): Row[] {
+  return figures.map(([figure, unit, f]) => ({
+    id,
+    scenario,
+    figure: `${figure} (reference: ${reference})`,
+    unit,
+    service: over(service, f),
+    reference: over(ref, f),
+    ratio: perRun(service, ref, f),
+  }));
+}
+
 /** Rate, p50 and p99 of the service next to each reference measured, with the ratios. */
 export function figureRows(id: string, scenario: string, unit: string, s: Sides): Row[] {
-  const figures: Array<[string, string, (m: MeasuredLoad) => number]> = [
+  const figures: Figure[] = [
     [unit, '/s', (m) => m.perSecond],
     ['p50', 'ms', (m) => m.latency.p50],
     ['p99', 'ms', (m) => m.latency.p99],
@@ -232,21 +272,21 @@ export function figureRows(id: string, scenario: string, unit: string, s: Sides)
 /** CPU milliseconds per operation by process, for the sides that were metered. */
 export function sideCpuRows(id: string, scenario: string, op: string, s: Sides): Row[] {
   if (!s.service.every((m) => m.cpu)) return [];
-  type Cpu = NonNullable<MeasuredLoad['cpu']>;
-  const f = (g: (c: Cpu) => number | undefined) => (m: MeasuredLoad) =>
-    m.cpu ? (g(m.cpu) ?? Number.NaN) : Number.NaN;
   const row = (figure: string, g: (c: Cpu) => number | undefined, refs: Side[]): Row => ({
     id,
     scenario,
     figure: `CPU ms per ${op}: ${figure}`,
     unit: 'ms',
-    service: over(s.service, f(g)),
+    service: over(s.service, cpuOf(g)),
     ...(refs.includes('floor') && {
-      reference: over(s.floor, f(g)),
-      ratio: perRun(s.service, s.floor, f(g)),
+      reference: over(s.floor, cpuOf(g)),
+      ratio: perRun(s.service, s.floor, cpuOf(g)),
     }),
-    ...(refs.includes('http') && { http: over(s.http, f(g)), httpRatio: perRun(s.service, s.http, f(g)) }),
-    ...(refs.includes('sameSql') && { sameSql: over(s.sameSql, f(g)) }),
+    ...(refs.includes('http') && {
+      http: over(s.http, cpuOf(g)),
+      httpRatio: perRun(s.service, s.http, cpuOf(g)),
+    }),
+    ...(refs.includes('sameSql') && { sameSql: over(s.sameSql, cpuOf(g)) }),
   });
   return [
     row('service process (HTTP floor: its process)', (c) => c.serviceMs, ['http']),

@@ -11,7 +11,16 @@
  * them too: the HTTP floor's routes each running the floor's SQL first, the
  * two halves of the service's path in series (`stack-floor-server.ts`).
  */
-import { type Bench, errorNotes, type Row, type ScenarioResult, sideCpuRows } from '../lib/bench.js';
+import {
+  type Bench,
+  cpuFigures,
+  errorNotes,
+  type Figure,
+  type Row,
+  referenceRows,
+  type ScenarioResult,
+  sideCpuRows,
+} from '../lib/bench.js';
 import { floorCycleScript } from '../lib/floor.js';
 import { floorCycle, type HttpFloor, sampleAnswers } from '../lib/http-floor.js';
 import { beginCompleteCycle, type Cycle, closedLoop, type MeasuredLoad } from '../lib/http-load.js';
@@ -87,7 +96,17 @@ export async function runS8(b: Bench): Promise<ScenarioResult> {
       rows: [
         ...rows(b, rate, scenario, p.service as OpenLoopResult[], p.floor!, p.http as OpenLoopResult[]),
         ...sideCpuRows('S8', scenario, 'cycle', p),
-        ...stackRows(scenario, p.service as OpenLoopResult[], p.stack as OpenLoopResult[]),
+        // The stack floor: both halves of the service's path (the HTTP floor and the
+        // floor) in series, so the latency target reads against what any service on
+        // this stack pays for the same durable work.
+        ...referenceRows(
+          'S8',
+          scenario,
+          "the stack floor, a bare route running the floor's SQL",
+          p.service,
+          p.stack!,
+          [['cycles/s achieved', '/s', (m) => m.perSecond], ...LATENCIES, ...cpuFigures('cycle')],
+        ),
       ],
       detail: { rate, how, ...p },
       notes: [
@@ -104,47 +123,12 @@ export async function runS8(b: Bench): Promise<ScenarioResult> {
   }
 }
 
-/**
- * The stack floor beside the service: the same driver, routes and answers,
- * each request running the floor's SQL on a pool as large as the service's.
- * The HTTP floor and the floor are each one half of the service's path;
- * this is both halves in series, so the latency target can be read against
- * what any service on this stack pays for the same durable work.
- */
-function stackRows(scenario: string, svc: OpenLoopResult[], stack: OpenLoopResult[]): Row[] {
-  const row = (figure: string, unit: string, f: (m: OpenLoopResult) => number): Row => ({
-    id: 'S8',
-    scenario,
-    figure: `${figure} (reference: the stack floor, a bare route running the floor's SQL)`,
-    unit,
-    service: spread(svc.map(f)),
-    reference: spread(stack.map(f)),
-    ratio: spread(svc.map((m, i) => f(m) / f(stack[i]!))),
-  });
-  const cpu = (g: (c: NonNullable<OpenLoopResult['cpu']>) => number | undefined) => (m: OpenLoopResult) =>
-    m.cpu ? (g(m.cpu) ?? Number.NaN) : Number.NaN;
-  return [
-    row('cycles/s achieved', '/s', (m) => m.perSecond),
-    row('begin+complete p50, from the scheduled time', 'ms', (m) => m.latency.p50),
-    row('begin+complete p99, from the scheduled time', 'ms', (m) => m.latency.p99),
-    row('begin+complete p99.9, from the scheduled time', 'ms', (m) => m.latency.p999),
-    row(
-      'CPU ms per cycle: service process',
-      'ms',
-      cpu((c) => c.serviceMs),
-    ),
-    row(
-      'CPU ms per cycle: Postgres backends',
-      'ms',
-      cpu((c) => c.postgresMs),
-    ),
-    row(
-      'CPU ms per cycle: load generator',
-      'ms',
-      cpu((c) => c.driverMs),
-    ),
-  ];
-}
+/** A cycle's latency from its scheduled time, against every reference. */
+const LATENCIES: Figure[] = [
+  ['begin+complete p50, from the scheduled time', 'ms', (m) => m.latency.p50],
+  ['begin+complete p99, from the scheduled time', 'ms', (m) => m.latency.p99],
+  ['begin+complete p99.9, from the scheduled time', 'ms', (m) => m.latency.p999],
+];
 
 function rows(
   b: Bench,
@@ -154,11 +138,11 @@ function rows(
   floor: MeasuredLoad[],
   http: OpenLoopResult[],
 ): Row[] {
-  const latency = (figure: string, f: (m: MeasuredLoad) => number): Row => ({
+  const latency = ([figure, unit, f]: Figure): Row => ({
     id: 'S8',
     scenario,
-    figure: `begin+complete ${figure}, from the scheduled time`,
-    unit: 'ms',
+    figure,
+    unit,
     service: spread(svc.map(f)),
     reference: spread(floor.map(f)),
     ratio: spread(svc.map((m, i) => f(m) / f(floor[i]!))),
@@ -176,9 +160,7 @@ function rows(
       ratio: spread(svc.map((m, i) => m.perSecond / floor[i]!.perSecond)),
       http: spread(http.map((m) => m.perSecond)),
     },
-    latency('p50', (m) => m.latency.p50),
-    latency('p99', (m) => m.latency.p99),
-    latency('p99.9', (m) => m.latency.p999),
+    ...LATENCIES.map(latency),
     {
       id: 'S8',
       scenario,
