@@ -250,11 +250,15 @@ export function referenceRows(
 
 /** Rate, p50 and p99 of the service next to each reference measured, with the ratios. */
 export function figureRows(id: string, scenario: string, unit: string, s: Sides): Row[] {
-  const figures: Figure[] = [
+  return sideRows(id, scenario, s, [
     [unit, '/s', (m) => m.perSecond],
     ['p50', 'ms', (m) => m.latency.p50],
     ['p99', 'ms', (m) => m.latency.p99],
-  ];
+  ]);
+}
+
+/** Each figure of the service next to each reference measured (floor, HTTP floor, same SQL), with the ratios. */
+export function sideRows(id: string, scenario: string, s: Sides, figures: Figure[]): Row[] {
   return figures.map(([figure, u, f]) => ({
     id,
     scenario,

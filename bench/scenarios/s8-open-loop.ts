@@ -19,11 +19,13 @@ import {
   type Row,
   referenceRows,
   type ScenarioResult,
+  type Sides,
   sideCpuRows,
+  sideRows,
 } from '../lib/bench.js';
 import { floorCycleScript } from '../lib/floor.js';
 import { floorCycle, type HttpFloor, sampleAnswers } from '../lib/http-floor.js';
-import { beginCompleteCycle, type Cycle, closedLoop, type MeasuredLoad } from '../lib/http-load.js';
+import { beginCompleteCycle, type Cycle, closedLoop } from '../lib/http-load.js';
 import { LATE_MS, type OpenLoopResult, openLoop } from '../lib/open-loop.js';
 import { runPgbench } from '../lib/pgbench.js';
 import { spread } from '../lib/stats.js';
@@ -94,7 +96,7 @@ export async function runS8(b: Bench): Promise<ScenarioResult> {
     return {
       id: 'S8',
       rows: [
-        ...rows(b, rate, scenario, p.service as OpenLoopResult[], p.floor!, p.http as OpenLoopResult[]),
+        ...rows(b, rate, scenario, p),
         ...sideCpuRows('S8', scenario, 'cycle', p),
         // The stack floor: both halves of the service's path (the HTTP floor and the
         // floor) in series, so the latency target reads against what any service on
@@ -130,37 +132,11 @@ const LATENCIES: Figure[] = [
   ['begin+complete p99.9, from the scheduled time', 'ms', (m) => m.latency.p999],
 ];
 
-function rows(
-  b: Bench,
-  rate: number,
-  scenario: string,
-  svc: OpenLoopResult[],
-  floor: MeasuredLoad[],
-  http: OpenLoopResult[],
-): Row[] {
-  const latency = ([figure, unit, f]: Figure): Row => ({
-    id: 'S8',
-    scenario,
-    figure,
-    unit,
-    service: spread(svc.map(f)),
-    reference: spread(floor.map(f)),
-    ratio: spread(svc.map((m, i) => f(m) / f(floor[i]!))),
-    http: spread(http.map(f)),
-    httpRatio: spread(svc.map((m, i) => f(m) / f(http[i]!))),
-  });
+function rows(b: Bench, rate: number, scenario: string, p: Sides): Row[] {
+  const svc = p.service as OpenLoopResult[];
+  const http = p.http as OpenLoopResult[];
   return [
-    {
-      id: 'S8',
-      scenario,
-      figure: 'cycles/s achieved',
-      unit: '/s',
-      service: spread(svc.map((m) => m.perSecond)),
-      reference: spread(floor.map((m) => m.perSecond)),
-      ratio: spread(svc.map((m, i) => m.perSecond / floor[i]!.perSecond)),
-      http: spread(http.map((m) => m.perSecond)),
-    },
-    ...LATENCIES.map(latency),
+    ...sideRows('S8', scenario, p, [['cycles/s achieved', '/s', (m) => m.perSecond], ...LATENCIES]),
     {
       id: 'S8',
       scenario,
