@@ -5,7 +5,16 @@
 --   $2  key
 
 WITH cur AS (
-      SELECT o.*, c.now, CASE
+      SELECT x.*, CASE WHEN (x.eff_status IN ('ready', 'outcome_unknown') AND x.status = 'in_progress') THEN x.lease_expires_at
+      WHEN (x.eff_status = 'rejected' AND x.status = 'pending_approval') THEN x.approval_deadline ELSE x.updated_at END AS lapsed_updated_at,
+        CASE WHEN (x.eff_status = 'rejected' AND x.status = 'pending_approval') THEN x.approval_deadline ELSE x.completed_at END AS lapsed_completed_at,
+        CASE WHEN x.eff_status = 'ready' AND x.status = 'in_progress'
+        THEN x.lease_expires_at + x.retention_ms * interval '1 millisecond'
+      WHEN (x.eff_status = 'rejected' AND x.status = 'pending_approval') THEN x.approval_deadline + x.retention_ms * interval '1 millisecond'
+      ELSE x.retained_until END AS lapsed_retained_until,
+        CASE WHEN (x.eff_status = 'rejected' AND x.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE x.result END AS lapsed_result,
+        CASE WHEN (x.eff_status = 'rejected' AND x.status = 'pending_approval') THEN 'expired' ELSE x.approval_state END AS lapsed_approval_state,
+        CASE WHEN (x.eff_status = 'rejected' AND x.status = 'pending_approval') THEN x.approval_deadline ELSE x.approval_decided_at END AS lapsed_approval_decided_at FROM (SELECT o.*, c.now, CASE
     WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
       CASE WHEN o.dispatched_at IS NULL THEN 'ready'
            WHEN o.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
@@ -13,68 +22,10 @@ WITH cur AS (
     WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
     ELSE o.status END AS eff_status,
         (o.lease_expires_at > c.now) AS lease_live,
-        c.now + o.retention_ms * interval '1 millisecond' AS retain_until,
-      CASE WHEN ((CASE
-    WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
-      CASE WHEN o.dispatched_at IS NULL THEN 'ready'
-           WHEN o.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
-           ELSE 'in_progress' END
-    WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
-    ELSE o.status END) IN ('ready', 'outcome_unknown') AND o.status = 'in_progress') THEN o.lease_expires_at
-      WHEN ((CASE
-    WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
-      CASE WHEN o.dispatched_at IS NULL THEN 'ready'
-           WHEN o.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
-           ELSE 'in_progress' END
-    WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
-    ELSE o.status END) = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.updated_at END AS lapsed_updated_at,
-        CASE WHEN ((CASE
-    WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
-      CASE WHEN o.dispatched_at IS NULL THEN 'ready'
-           WHEN o.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
-           ELSE 'in_progress' END
-    WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
-    ELSE o.status END) = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.completed_at END AS lapsed_completed_at,
-        CASE WHEN (CASE
-    WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
-      CASE WHEN o.dispatched_at IS NULL THEN 'ready'
-           WHEN o.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
-           ELSE 'in_progress' END
-    WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
-    ELSE o.status END) = 'ready' AND o.status = 'in_progress'
-        THEN o.lease_expires_at + o.retention_ms * interval '1 millisecond'
-      WHEN ((CASE
-    WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
-      CASE WHEN o.dispatched_at IS NULL THEN 'ready'
-           WHEN o.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
-           ELSE 'in_progress' END
-    WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
-    ELSE o.status END) = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline + o.retention_ms * interval '1 millisecond'
-      ELSE o.retained_until END AS lapsed_retained_until,
-        CASE WHEN ((CASE
-    WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
-      CASE WHEN o.dispatched_at IS NULL THEN 'ready'
-           WHEN o.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
-           ELSE 'in_progress' END
-    WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
-    ELSE o.status END) = 'rejected' AND o.status = 'pending_approval') THEN '{"code":"APPROVAL_EXPIRED"}'::jsonb ELSE o.result END AS lapsed_result,
-        CASE WHEN ((CASE
-    WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
-      CASE WHEN o.dispatched_at IS NULL THEN 'ready'
-           WHEN o.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
-           ELSE 'in_progress' END
-    WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
-    ELSE o.status END) = 'rejected' AND o.status = 'pending_approval') THEN 'expired' ELSE o.approval_state END AS lapsed_approval_state,
-        CASE WHEN ((CASE
-    WHEN o.status = 'in_progress' AND o.lease_expires_at <= c.now THEN
-      CASE WHEN o.dispatched_at IS NULL THEN 'ready'
-           WHEN o.effect IN ('non_idempotent_write', 'unclassified') THEN 'outcome_unknown'
-           ELSE 'in_progress' END
-    WHEN o.status = 'pending_approval' AND o.approval_deadline <= c.now THEN 'rejected'
-    ELSE o.status END) = 'rejected' AND o.status = 'pending_approval') THEN o.approval_deadline ELSE o.approval_decided_at END AS lapsed_approval_decided_at
+        c.now + o.retention_ms * interval '1 millisecond' AS retain_until
       FROM idem_operations o CROSS JOIN (SELECT now() AS now) c
       WHERE o.scope = $1 AND o.key = $2
-      FOR UPDATE OF o
+      FOR UPDATE OF o) x
     ), stamp AS (SELECT clock_timestamp() AS at), upd AS (
       UPDATE idem_operations o SET status = cur.eff_status, completed_at = cur.lapsed_completed_at, retained_until = cur.lapsed_retained_until, result = cur.lapsed_result, approval_state = cur.lapsed_approval_state, approval_decided_at = cur.lapsed_approval_decided_at, version = cur.version + 1, updated_at = cur.lapsed_updated_at
       FROM cur

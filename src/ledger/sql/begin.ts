@@ -51,7 +51,6 @@ import {
   CLOCK,
   columnsOf,
   effectiveOf,
-  effStatus,
   fromDb,
   lapsedColumns,
   type OperationRow,
@@ -304,13 +303,13 @@ export function acquire(db: Database, i: NewOperation): Promise<TransitionResult
   });
 }
 
-// In cur's target list (see `TransitionShape.prepare`), so the rule is spelled out again here.
-const LAPSED = lapsedColumns('o', `(${effStatus('o', 'c.now')})`);
+// Over the locked row's effective status (see `TransitionShape.derive`): rule A once per row.
+const LAPSED = lapsedColumns('x', 'x.eff_status');
 
 /** The lapse itself: its event is the transition's own lapse event (actor `system`). */
 const LAPSE = transitionStatement({
   name: 'lapse',
-  prepare: Object.entries(LAPSED)
+  derive: Object.entries(LAPSED)
     .map(([k, v]) => `${v} AS lapsed_${k}`)
     .join(',\n        '),
   guard: 'cur.eff_status <> cur.status',

@@ -56,6 +56,14 @@ export interface TransitionShape {
    * target list on the newest row version but reuses joined subqueries' rows.
    */
   prepare?: string;
+  /**
+   * Extra `cur` columns over `x` (the locked row with `now`, `eff_status` and
+   * `prepare`'s columns), computed around the locked select rather than in
+   * it: a column that depends on the effective status reads `x.eff_status`,
+   * so rule A is still evaluated once per row (the locked select's output is
+   * already the newest version, so nothing here needs re-evaluating).
+   */
+  derive?: string;
   guard: string;
   /** SET list over `cur`; `version` and `updated_at` are always set. */
   set: string;
@@ -125,10 +133,11 @@ function transitionText(
       FOR UPDATE OF o`;
   // Many: one locked primary-key read per input, in key order, so two batches lock shared
   // keys alike. A subquery with FOR UPDATE is never flattened into a join: no plan scans the table.
-  const cur = many
+  const lockedCur = many
     ? `SELECT l.*, i.* FROM (SELECT * FROM input ORDER BY "p_scope", "p_key") i
       CROSS JOIN LATERAL (${locked(`o.scope = i."p_scope" AND o.key = i."p_key"`)}) l`
     : locked('o.scope = $scope AND o.key = $key');
+  const cur = t.derive ? `SELECT x.*, ${p(t.derive, 'x')} FROM (${lockedCur}) x` : lockedCur;
   return `
     WITH ${input}cur AS (
       ${cur}
