@@ -59,7 +59,14 @@ export class BenchDatabase {
   }
 
   async serverInfo(): Promise<ServerInfo> {
-    const names = ['synchronous_commit', 'fsync', 'shared_buffers', 'max_connections', 'wal_level'];
+    const names = [
+      'synchronous_commit',
+      'fsync',
+      'shared_buffers',
+      'max_connections',
+      'wal_level',
+      'autovacuum',
+    ];
     const rows = await this.query<{ name: string; setting: string; unit: string | null }>(
       'SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1)',
       [names],
@@ -69,6 +76,16 @@ export class BenchDatabase {
       version,
       settings: Object.fromEntries(rows.map((r) => [r.name, r.unit ? `${r.setting} ${r.unit}` : r.setting])),
     };
+  }
+
+  /**
+   * What autovacuum would have done by now, for a server that runs without it:
+   * the ledger is update-heavy (every complete and lapse leaves a dead version
+   * and dead index entries), and with nothing removing them each scenario
+   * inherits all the earlier ones' (see `bench/README.md`).
+   */
+  async vacuumAnalyze(): Promise<void> {
+    await this.pool.query('VACUUM (ANALYZE)');
   }
 
   /** Both sides of a comparison start from flushed buffers, not from the other's dirty pages. */

@@ -50,7 +50,8 @@ export function markdown(meta: Meta, results: ScenarioResult[]): string {
       `load average ${meta.machine.loadAvgStart.map((l) => l.toFixed(1)).join('/')} at start, ` +
       `${meta.machine.loadAvgEnd.map((l) => l.toFixed(1)).join('/')} at end. ` +
       `Node ${meta.node}; ${meta.postgres.split(' on ')[0]} (synchronous_commit ${meta.postgresSettings.synchronous_commit}, ` +
-      `fsync ${meta.postgresSettings.fsync}, shared_buffers ${meta.postgresSettings.shared_buffers}); ` +
+      `fsync ${meta.postgresSettings.fsync}, shared_buffers ${meta.postgresSettings.shared_buffers}, ` +
+      `autovacuum ${meta.postgresSettings.autovacuum ?? 'unknown'}${meta.postgresSettings.autovacuum === 'off' ? ': the bench runs VACUUM (ANALYZE) on its database before each scenario instead' : ''}); ` +
       `${meta.pgbench}: the floor \`-M prepared\`, the same-SQL diagnostic \`-M ${meta.pgbenchMode}\`. Service: ${meta.service}.`,
   );
   out.push('');
