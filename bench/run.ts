@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Bench, type ScenarioResult } from './lib/bench.js';
 import { loadBenchConfig, wants } from './lib/config.js';
-import { BenchDatabase } from './lib/database.js';
+import { BenchDatabase, vacuumsForServer } from './lib/database.js';
 import { checkParity, type Parity } from './lib/parity.js';
 import { pgbenchVersion } from './lib/pgbench.js';
 import { type Meta, writeResults } from './lib/report.js';
@@ -100,7 +100,7 @@ async function main(): Promise<number> {
 
     // Without autovacuum on the server, every scenario would run on all the dead
     // versions the earlier ones left (S5 in a full run: hundreds of thousands).
-    const standInVacuum = info.settings.autovacuum === 'off';
+    const standInVacuum = vacuumsForServer(info.settings);
     if (standInVacuum) {
       log("the server's autovacuum is off: VACUUM (ANALYZE) of the bench database before each scenario");
     }

@@ -31,6 +31,14 @@ export interface ServerInfo {
   settings: Record<string, string>;
 }
 
+/**
+ * Whether the bench stands in for autovacuum (`VACUUM (ANALYZE)` before each
+ * scenario): only where the server runs without it.
+ */
+export function vacuumsForServer(settings: ServerInfo['settings']): boolean {
+  return settings.autovacuum === 'off';
+}
+
 export class BenchDatabase {
   private constructor(
     readonly adminUrl: string,

@@ -5,6 +5,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Row, ScenarioResult } from './bench.js';
+import { vacuumsForServer } from './database.js';
 import type { Spread } from './stats.js';
 
 export interface Meta {
@@ -51,7 +52,7 @@ export function markdown(meta: Meta, results: ScenarioResult[]): string {
       `${meta.machine.loadAvgEnd.map((l) => l.toFixed(1)).join('/')} at end. ` +
       `Node ${meta.node}; ${meta.postgres.split(' on ')[0]} (synchronous_commit ${meta.postgresSettings.synchronous_commit}, ` +
       `fsync ${meta.postgresSettings.fsync}, shared_buffers ${meta.postgresSettings.shared_buffers}, ` +
-      `autovacuum ${meta.postgresSettings.autovacuum ?? 'unknown'}${meta.postgresSettings.autovacuum === 'off' ? ': the bench runs VACUUM (ANALYZE) on its database before each scenario instead' : ''}); ` +
+      `autovacuum ${meta.postgresSettings.autovacuum ?? 'unknown'}${vacuumsForServer(meta.postgresSettings) ? ': the bench runs VACUUM (ANALYZE) on its database before each scenario instead' : ''}); ` +
       `${meta.pgbench}: the floor \`-M prepared\`, the same-SQL diagnostic \`-M ${meta.pgbenchMode}\`. Service: ${meta.service}.`,
   );
   out.push('');
