@@ -124,12 +124,15 @@ export class Bench {
   /**
    * `runs` rounds of one run per side, the order rotated each round so a
    * drifting machine biases none. Each side starts from a checkpoint.
-   * Ratios are taken per round, then their median.
+   * Ratios are taken per round, then their median. With `round`, only that
+   * round (its order rotated as in the full sequence), for a scenario that
+   * interleaves the rounds of two such comparisons (S4).
    */
-  async sides(label: string, fns: SideRuns): Promise<Sides> {
+  async sides(label: string, fns: SideRuns, round?: number): Promise<Sides> {
     const names = (Object.keys(SIDE_LABEL) as Side[]).filter((k) => fns[k]);
     const out: Partial<Record<Side, MeasuredLoad[]>> = {};
-    for (let r = 0; r < this.cfg.runs; r++) {
+    const rounds = round === undefined ? [...Array(this.cfg.runs).keys()] : [round];
+    for (const r of rounds) {
       const order = names.map((_, i) => names[(i + r) % names.length]!);
       for (const side of order) {
         await this.db.checkpoint();

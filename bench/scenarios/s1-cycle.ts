@@ -99,6 +99,8 @@ export interface CycleOptions {
   httpFloor?: HttpFloor;
   /** Also run the same-SQL diagnostic (default true). */
   sameSql?: boolean;
+  /** Only this round of the `runs` (see `Bench.sides`); all of them when absent. */
+  round?: number;
 }
 
 /**
@@ -148,7 +150,7 @@ export async function measureCycles(
       fns.sameSql = (run) =>
         pgbenchCycles(b, clients, `pgb-${run}`, cycleScript(b.scope, `pgb-${run}`, run), notes);
     }
-    const s = await b.sides(label, fns);
+    const s = await b.sides(label, fns, o.round);
     return { ...s, memory: { peakKiB: await svc.peakKiB(), idleKiB: svc.idleKiB } };
   } finally {
     if (!o.service) await b.stopService(svc);

@@ -1,14 +1,19 @@
 /**
- * S4: S1 with a large ledger against S1 on the (nearly empty) ledger the
- * earlier scenarios left, measured right before, by the same service
- * process. Then `largeRows` operations and twice as many events are put in
- * the ledger, and S1 runs again, with its floor and same-SQL references, so
- * a slowdown can be told apart: Postgres' own (the floor slows down too) or
- * the service's (only it does).
+ * S4: S1 on a large ledger against S1 on an empty one. The empty ledger is a
+ * database of its own, created here with the service's migrations, so that
+ * the two halves run in alternating rounds (empty then large, then large then
+ * empty, ...) and whatever the host does in those minutes falls on both
+ * alike. (Run minutes apart, before and after the load, a host that slowed in
+ * between once made a flat ledger look 27% slower than the floor's.) The
+ * large ledger is the bench's database with `largeRows` operations and twice
+ * as many events put in first. Each half has a service process of its own,
+ * started and primed alike; the floor and same-SQL references run in every
+ * round of both, so a slowdown can be told apart: Postgres' own (the floor
+ * slows down too) or the service's (only it does).
  */
 
 import {
-  type Bench,
+  Bench,
   errorNotes,
   figureRows,
   type Row,
@@ -16,6 +21,7 @@ import {
   type Sides,
   sideCpuRows,
 } from '../lib/bench.js';
+import { BenchDatabase } from '../lib/database.js';
 import { beginCompleteCycle } from '../lib/http-load.js';
 import type { Service } from '../lib/service.js';
 import { FINGERPRINT, REQUEST_TEXT, RESULT_TEXT } from '../lib/statements.js';
@@ -25,19 +31,76 @@ import { measureCycles, prime } from './s1-cycle.js';
 export async function runS4(b: Bench): Promise<ScenarioResult> {
   const clients = b.cfg.scenarioClients;
   const notes: string[] = [];
-  // One service process for both halves, so only the ledger's size differs.
-  const svc = await b.startService(clients + 1);
+  const emptyDb = await BenchDatabase.create(
+    b.cfg.databaseUrl,
+    `${b.db.name.replace(/^idem_bench_/, '')}empty`,
+  );
+  // Dropped with the rest if the bench is interrupted.
+  const dropEmpty = { stop: () => emptyDb.drop() };
+  b.live.add(dropEmpty);
+  const empty = new Bench(b.cfg, emptyDb, b.build, b.workDir, b.scope);
+  const services: Service[] = [];
   try {
-    return await measure(b, svc, clients, notes);
+    const loaded = await loadLarge(b);
+    const large = await b.startService(clients + 1);
+    services.push(large);
+    const small = await b.startService(clients + 1, undefined, emptyDb.url);
+    services.push(small);
+    await prime(b, large, clients, beginCompleteCycle(b.scope, 'prime4'));
+    await prime(empty, small, clients, beginCompleteCycle(b.scope, 'prime4'));
+    const base: Sides = { service: [] };
+    const big: Sides = { service: [] };
+    for (let r = 0; r < b.cfg.runs; r++) {
+      const halves = [
+        async () =>
+          append(
+            base,
+            await measureCycles(empty, clients, `S4 empty ${clients} clients`, notes, {
+              service: small,
+              round: r,
+            }),
+          ),
+        async () =>
+          append(
+            big,
+            await measureCycles(b, clients, `S4 large ${clients} clients`, notes, {
+              service: large,
+              round: r,
+            }),
+          ),
+      ];
+      for (const half of r % 2 === 0 ? halves : halves.reverse()) {
+        // Two services' pools and pgbench's connections at once could pass max_connections.
+        await Promise.all([b.releaseServiceConnections(), empty.releaseServiceConnections()]);
+        await half();
+      }
+    }
+    notes.push(
+      ...errorNotes('S4 large, service', big.service),
+      ...errorNotes('S4 empty, service', base.service),
+    );
+    return report(b, clients, notes, loaded, base, big);
   } finally {
-    await b.stopService(svc);
+    for (const svc of services) await b.stopService(svc);
+    b.live.delete(dropEmpty);
+    await emptyDb.drop().catch((err) => b.log(`could not drop ${emptyDb.name}: ${(err as Error).message}`));
   }
 }
 
-async function measure(b: Bench, svc: Service, clients: number, notes: string[]): Promise<ScenarioResult> {
-  await prime(b, svc, clients, beginCompleteCycle(b.scope, 'prime4'));
-  const base = await measureCycles(b, clients, `S4 empty ${clients} clients`, notes, { service: svc });
+function append(into: Sides, from: Sides): void {
+  for (const [side, runs] of Object.entries(from) as [keyof Sides, unknown][]) {
+    if (!Array.isArray(runs)) continue;
+    into[side] = [...(into[side] ?? []), ...runs];
+  }
+}
 
+interface Loaded {
+  rowsBefore: number | undefined;
+  loadSeconds: number;
+  size: { ops: number; events: number; bytes: string } | undefined;
+}
+
+async function loadLarge(b: Bench): Promise<Loaded> {
   const before = await b.db.query<{ n: number }>('SELECT count(*)::int AS n FROM idem_operations');
   const t = Date.now();
   b.log(`S4: inserting ${b.cfg.largeRows.toLocaleString('en')} operations (+2 events each)`);
@@ -50,23 +113,26 @@ async function measure(b: Bench, svc: Service, clients: number, notes: string[])
        pg_size_pretty(pg_database_size(current_database())) AS bytes`,
   );
   b.log(`S4: ledger now ${JSON.stringify(size[0])} (loaded in ${loadSeconds.toFixed(0)} s)`);
-  await b.db.checkpoint();
+  return { rowsBefore: before[0]?.n, loadSeconds, size: size[0] };
+}
 
-  const large = await measureCycles(b, clients, `S4 large ${clients} clients`, notes, { service: svc });
-  notes.push(...errorNotes('S4 large, service', large.service));
-
+function report(
+  b: Bench,
+  clients: number,
+  notes: string[],
+  loaded: Loaded,
+  base: Sides,
+  large: Sides,
+): ScenarioResult {
   const scenario = `S1 at ${clients} clients, ${b.cfg.largeRows.toLocaleString('en')} rows vs empty`;
-  // The empty and large runs are minutes apart, not paired: the ratio of the
-  // medians is quoted, and the range is the widest one the runs allow.
-  const ratio = (l: number[], e: number[]): Spread => {
-    const [sl, se] = [spread(l), spread(e)];
-    return { median: sl.median / se.median, min: sl.min / se.max, max: sl.max / se.min, runs: [] };
-  };
+  // The two halves run in the same rounds: each round's large / empty is one
+  // ratio, and the figure is their median [min–max], like every paired figure.
+  const ratios = (l: number[], e: number[]): number[] => l.map((x, i) => x / (e[i] ?? Number.NaN));
+  const ratio = (l: number[], e: number[]): Spread => spread(ratios(l, e));
   type Side = 'service' | 'floor' | 'sameSql';
   const relative = (f: (p: Sides, side: Side) => number[]): Spread => {
-    const svc = ratio(f(large, 'service'), f(base, 'service'));
-    const ref = ratio(f(large, 'floor'), f(base, 'floor'));
-    return { median: svc.median / ref.median, min: svc.min / ref.max, max: svc.max / ref.min, runs: [] };
+    const ref = ratios(f(large, 'floor'), f(base, 'floor'));
+    return spread(ratios(f(large, 'service'), f(base, 'service')).map((x, i) => x / (ref[i] ?? Number.NaN)));
   };
   const rate = (p: Sides, side: Side) => (p[side] ?? []).map((m) => m.perSecond);
   const p99 = (p: Sides, side: Side) => (p[side] ?? []).map((m) => m.latency.p99);
@@ -98,10 +164,10 @@ async function measure(b: Bench, svc: Service, clients: number, notes: string[])
     id: 'S4',
     rows,
     detail: {
-      rowsBefore: before[0]?.n,
+      rowsBefore: loaded.rowsBefore,
       largeRows: b.cfg.largeRows,
-      loadSeconds,
-      size: size[0],
+      loadSeconds: loaded.loadSeconds,
+      size: loaded.size,
       empty: base,
       large,
     },
