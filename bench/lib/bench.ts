@@ -206,7 +206,8 @@ export type SideRuns = { service: (run: number) => Promise<MeasuredLoad> } & Par
 >;
 export type Sides = { service: MeasuredLoad[] } & Partial<Record<Side, MeasuredLoad[]>>;
 
-const perRun = (a: MeasuredLoad[], b: MeasuredLoad[] | undefined, f: (m: MeasuredLoad) => number) =>
+/** `f` of each run of `a` over `f` of the same round's run of `b`: the paired ratio, its median [min–max]. */
+export const perRun = (a: MeasuredLoad[], b: MeasuredLoad[] | undefined, f: (m: MeasuredLoad) => number) =>
   b ? spread(a.map((m, i) => f(m) / f(b[i]!))) : undefined;
 const over = (ms: MeasuredLoad[] | undefined, f: (m: MeasuredLoad) => number) =>
   ms ? spread(ms.map(f)) : undefined;

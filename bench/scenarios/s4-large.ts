@@ -16,13 +16,14 @@ import {
   Bench,
   errorNotes,
   figureRows,
+  perRun,
   type Row,
   type ScenarioResult,
   type Sides,
   sideCpuRows,
 } from '../lib/bench.js';
 import { BenchDatabase } from '../lib/database.js';
-import { beginCompleteCycle } from '../lib/http-load.js';
+import { beginCompleteCycle, type MeasuredLoad } from '../lib/http-load.js';
 import type { Service } from '../lib/service.js';
 import { FINGERPRINT, REQUEST_TEXT, RESULT_TEXT } from '../lib/statements.js';
 import { type Spread, spread } from '../lib/stats.js';
@@ -52,27 +53,14 @@ export async function runS4(b: Bench): Promise<ScenarioResult> {
     const big: Sides = { service: [] };
     for (let r = 0; r < b.cfg.runs; r++) {
       const halves = [
-        async () =>
-          append(
-            base,
-            await measureCycles(empty, clients, `S4 empty ${clients} clients`, notes, {
-              service: small,
-              round: r,
-            }),
-          ),
-        async () =>
-          append(
-            big,
-            await measureCycles(b, clients, `S4 large ${clients} clients`, notes, {
-              service: large,
-              round: r,
-            }),
-          ),
+        { label: 'empty', bench: empty, other: b, svc: small, into: base },
+        { label: 'large', bench: b, other: empty, svc: large, into: big },
       ];
-      for (const half of r % 2 === 0 ? halves : halves.reverse()) {
-        // Two services' pools and pgbench's connections at once could pass max_connections.
-        await Promise.all([b.releaseServiceConnections(), empty.releaseServiceConnections()]);
-        await half();
+      for (const h of r % 2 === 0 ? halves : halves.reverse()) {
+        // The other half's pool beside this half's pgbench could pass max_connections.
+        await h.other.releaseServiceConnections();
+        const label = `S4 ${h.label} ${clients} clients`;
+        append(h.into, await measureCycles(h.bench, clients, label, notes, { service: h.svc, round: r }));
       }
     }
     notes.push(
@@ -127,24 +115,23 @@ function report(
   const scenario = `S1 at ${clients} clients, ${b.cfg.largeRows.toLocaleString('en')} rows vs empty`;
   // The two halves run in the same rounds: each round's large / empty is one
   // ratio, and the figure is their median [min–max], like every paired figure.
-  const ratios = (l: number[], e: number[]): number[] => l.map((x, i) => x / (e[i] ?? Number.NaN));
-  const ratio = (l: number[], e: number[]): Spread => spread(ratios(l, e));
-  type Side = 'service' | 'floor' | 'sameSql';
-  const relative = (f: (p: Sides, side: Side) => number[]): Spread => {
-    const ref = ratios(f(large, 'floor'), f(base, 'floor'));
-    return spread(ratios(f(large, 'service'), f(base, 'service')).map((x, i) => x / (ref[i] ?? Number.NaN)));
-  };
-  const rate = (p: Sides, side: Side) => (p[side] ?? []).map((m) => m.perSecond);
-  const p99 = (p: Sides, side: Side) => (p[side] ?? []).map((m) => m.latency.p99);
-  const flat = (f: typeof rate, figure: string): Row => ({
+  const rate = (m: MeasuredLoad) => m.perSecond;
+  const p99 = (m: MeasuredLoad) => m.latency.p99;
+  const flat = (f: (m: MeasuredLoad) => number, figure: string): Row => ({
     id: 'S4',
     scenario,
     figure: `${figure}, large / empty (reference: the floor's)`,
     unit: 'x',
-    service: ratio(f(large, 'service'), f(base, 'service')),
-    reference: ratio(f(large, 'floor'), f(base, 'floor')),
-    sameSql: ratio(f(large, 'sameSql'), f(base, 'sameSql')),
+    service: perRun(large.service, base.service, f),
+    reference: perRun(large.floor ?? [], base.floor, f),
+    sameSql: perRun(large.sameSql ?? [], base.sameSql, f),
   });
+  /** The service's large / empty over the floor's, round by round. */
+  const relative = (f: (m: MeasuredLoad) => number): Spread | undefined => {
+    const svc = perRun(large.service, base.service, f)?.runs;
+    const ref = perRun(large.floor ?? [], base.floor, f)?.runs;
+    return svc && ref ? spread(svc.map((x, i) => x / (ref[i] ?? Number.NaN))) : undefined;
+  };
   const [largeRate, , largeP99] = figureRows('S4', `${scenario}: large ledger`, 'cycles/s', large);
   const rows: Row[] = [
     largeRate!,
