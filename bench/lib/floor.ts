@@ -62,12 +62,22 @@ WITH o AS (
 INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
 SELECT scope, ${id}, id, key, 1, 'created', created_at, :actor, 1, :created::jsonb FROM o`;
 
-/** The guarded update of a complete and its `completed` event. */
+/**
+ * The guarded update of a complete and its `completed` event. The status
+ * guard compares under `COLLATE "C"` (the same equality for these ASCII
+ * values) so that the primary key is the only way to the row: written plainly,
+ * `status = 'in_progress'` matches the predicates of the partial indexes, and
+ * on statistics that show few in-progress rows (a ledger analyzed while
+ * mostly completed, or never analyzed) the planner walks the whole
+ * lease-expiry or open index and filters the key, a plan whose cost grows with
+ * the index. That slowed the floor by up to a third in S4's empty half; the
+ * service's statements find the row by `(scope, key)` alone and never had it.
+ */
 const floorComplete = (key: string, lease: string) => `
 WITH u AS (
   UPDATE idem_operations SET status = :status, result = :result::jsonb, completed_at = now(),
     retained_until = now() + retention_ms * interval '1 millisecond', version = version + 1, updated_at = now()
-  WHERE scope = :scope AND key = (${key}) AND lease_id = ${lease} AND status = 'in_progress'
+  WHERE scope = :scope AND key = (${key}) AND lease_id = ${lease} AND status = 'in_progress' COLLATE "C"
   RETURNING scope, id, key, version, attempt
 )
 INSERT INTO idem_events (scope, id, operation_id, key, version, type, at, actor, attempt, detail)
