@@ -81,6 +81,7 @@ let t: TestDatabase;
 let s: Session;
 
 beforeAll(async () => {
+  if (onCitus()) return;
   t = await createTestDatabase();
   s = await openSession(t);
   await s.query(`SET plan_cache_mode = force_generic_plan`);
