@@ -70,7 +70,7 @@ SELECT scope, ${id}, id, key, 1, 'created', created_at, :actor, 1, :created::jso
  * on statistics that show few in-progress rows (a ledger analyzed while
  * mostly completed, or never analyzed) the planner walks the whole
  * lease-expiry or open index and filters the key, a plan whose cost grows with
- * the index. That slowed the floor by up to a third in S4's empty half; the
+ * the index. That cost the floor up to 28% of its rate in S4's empty half; the
  * service's statements find the row by `(scope, key)` alone and never had it.
  */
 const floorComplete = (key: string, lease: string) => `
