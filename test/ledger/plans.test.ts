@@ -13,8 +13,9 @@
  * The ledger here holds 30,000 operations, every one completed, first never
  * analyzed, then analyzed: the two states in which the planner takes a
  * partial index for such a guard. A control statement with the plain guard
- * proves the states are adverse. Each plan is the generic one (what a named
- * prepared statement runs after its first calls), from EXPLAIN EXECUTE.
+ * proves the states are adverse. Each plan is the generic one, taken by
+ * `genericPlanReads` (test/support/plans.ts), which test/ledger/prepared.test.ts
+ * also uses for the young, service-written ledger.
  */
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
@@ -23,6 +24,7 @@ import { declaredStatements } from '../../src/db/statement.js';
 import '../../src/ledger/sql/rendered.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { onCitus } from '../support/engine.js';
+import { genericPlanReads, type SessionQuery } from '../support/plans.js';
 
 /** The sweeper's set-based batches walk their partial indexes by design. */
 const BATCHES = new Set(['lapse_batch', 'purge_batch']);
@@ -35,35 +37,9 @@ const PKEY = 'idem_operations_pkey';
 const CONTROL = `UPDATE idem_operations SET version = version + 1
   WHERE scope = $1 AND key = $2 AND lease_id = $3 AND status = 'in_progress'`;
 
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  Plans?: PlanNode[];
-}
-
-/**
- * The index each read of `idem_operations` in a plan goes through (a bitmap
- * scan counts as its index's), or the node type of a read that uses none.
- */
-function accesses(node: PlanNode, out: string[] = []): string[] {
-  const type = node['Node Type'];
-  if (node['Relation Name'] === 'idem_operations' && type !== 'ModifyTable') {
-    if (type === 'Bitmap Heap Scan') out.push(...bitmapIndexes(node));
-    else out.push(node['Index Name'] ?? type);
-  }
-  for (const child of node.Plans ?? []) if (type !== 'Bitmap Heap Scan') accesses(child, out);
-  return out;
-}
-
-function bitmapIndexes(node: PlanNode): string[] {
-  if (node['Node Type'] === 'Bitmap Index Scan') return [node['Index Name'] ?? '?'];
-  return (node.Plans ?? []).flatMap(bitmapIndexes);
-}
-
 /** One session: PREPARE, SET and EXPLAIN EXECUTE must share it. */
 interface Session {
-  query<T>(text: string): Promise<T[]>;
+  query: SessionQuery;
   close(): Promise<void>;
 }
 
@@ -74,7 +50,7 @@ async function openSession(t: TestDatabase): Promise<Session> {
     return { query: async (text) => (await c.query(text)).rows, close: () => c.end() };
   }
   // The embedded engine is one session.
-  return { query: (text) => t.db.rows(sql.raw(text)), close: async () => {} };
+  return { query: (text) => t.db.rows<Record<string, unknown>>(sql.raw(text)), close: async () => {} };
 }
 
 let t: TestDatabase;
@@ -84,7 +60,6 @@ beforeAll(async () => {
   if (onCitus()) return;
   t = await createTestDatabase();
   s = await openSession(t);
-  await s.query(`SET plan_cache_mode = force_generic_plan`);
   await s.query(
     `INSERT INTO idem_operations (scope, key, id, fingerprint, effect, status, attempt, version, lease_id,
        lease_expires_at, dispatched_at, request, result, metadata, retention_ms, created_at, updated_at,
@@ -100,28 +75,11 @@ afterAll(async () => {
   await t?.drop();
 });
 
-/** The generic plan's reads of idem_operations, for a text with `n` parameters. */
-async function plan(name: string, text: string, n: number): Promise<string[]> {
-  const id = `plans_${name}`;
-  await s.query(`PREPARE ${id} AS ${text}`);
-  try {
-    const args = n ? `(${Array(n).fill('NULL').join(', ')})` : '';
-    const rows = await s.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] | string }>(
-      `EXPLAIN (FORMAT JSON) EXECUTE ${id}${args}`,
-    );
-    const raw = rows[0]!['QUERY PLAN'];
-    const doc = typeof raw === 'string' ? (JSON.parse(raw) as [{ Plan: PlanNode }]) : raw;
-    return accesses(doc[0].Plan);
-  } finally {
-    await s.query(`DEALLOCATE ${id}`);
-  }
-}
-
 async function checkAll(state: string): Promise<void> {
   const statements = [...declaredStatements().entries()].filter(([name]) => !BATCHES.has(name));
   expect(statements.length).toBeGreaterThan(10);
   for (const [name, st] of statements) {
-    const reads = await plan(name, st.text, st.params.length);
+    const reads = await genericPlanReads(s.query, st.text, st.params.length);
     if (EVENTS_ONLY.has(name)) {
       expect(reads, `${name} (${state})`).toEqual([]);
       continue;
@@ -138,14 +96,14 @@ describe.skipIf(onCitus())(
     const controls: string[][] = [];
 
     it('on a ledger never analyzed', async () => {
-      controls.push(await plan('control', CONTROL, 3));
+      controls.push(await genericPlanReads(s.query, CONTROL, 3));
       await checkAll('never analyzed');
     });
 
     it('on a ledger analyzed with every operation completed', async () => {
       await s.query('ANALYZE idem_operations');
       await s.query('ANALYZE idem_events');
-      controls.push(await plan('control', CONTROL, 3));
+      controls.push(await genericPlanReads(s.query, CONTROL, 3));
       await checkAll('analyzed, all completed');
     });
 
