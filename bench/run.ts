@@ -101,8 +101,11 @@ async function main(): Promise<number> {
     // Without autovacuum on the server, every scenario would run on all the dead
     // versions the earlier ones left (S5 in a full run: hundreds of thousands).
     const standInVacuum = vacuumsForServer(info.settings);
+    b.standInVacuum = standInVacuum;
     if (standInVacuum) {
-      log("the server's autovacuum is off: VACUUM (ANALYZE) of the bench database before each scenario");
+      log(
+        "the server's autovacuum is off: VACUUM (ANALYZE) of the bench database before each scenario, ANALYZE after each priming",
+      );
     }
     const step = async (id: string, fn: () => Promise<ScenarioResult | ScenarioResult[]>) => {
       if (!wants(cfg, id) || interrupted) return;

@@ -49,6 +49,12 @@ export class Bench {
   readonly live = new Set<{ stop(): Promise<unknown> }>();
   /** S1's service cycles/s by client count (medians), for S8's arrival rate. */
   readonly s1Rate = new Map<number, number>();
+  /**
+   * The server runs without autovacuum and the bench stands in for it
+   * (`vacuumsForServer`): a `VACUUM (ANALYZE)` before each scenario, and an
+   * `ANALYZE` after each priming (`prime` in scenarios/s1-cycle.ts).
+   */
+  standInVacuum = false;
 
   constructor(
     readonly cfg: BenchConfig,

@@ -18,6 +18,14 @@ export interface CpuPerOp {
   driverMs: number;
   /** Postgres client backends of the bench database. */
   postgresMs: number;
+  /**
+   * Host-wide, not per operation: the share of the window (0 to 1) in which at
+   * least one task (`ioSome`) or every non-idle task (`ioFull`) was stalled on
+   * I/O, from Linux's pressure stall information (`/proc/pressure/io`). Absent
+   * where the kernel gives none. A stall of the disk shows here whoever caused it.
+   */
+  ioSome?: number;
+  ioFull?: number;
 }
 
 async function procCpuMs(pid: number): Promise<number> {
@@ -30,7 +38,23 @@ async function procCpuMs(pid: number): Promise<number> {
   }
 }
 
+/** Totals of `/proc/pressure/io` in microseconds, or undefined without PSI. */
+async function ioPressureUs(): Promise<{ some: number; full: number } | undefined> {
+  try {
+    const text = await readFile('/proc/pressure/io', 'utf8');
+    const total = (kind: string) => Number(new RegExp(`^${kind} .*total=(\\d+)`, 'm').exec(text)?.[1]);
+    const some = total('some');
+    const full = total('full');
+    return Number.isFinite(some) && Number.isFinite(full) ? { some, full } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 interface Snapshot {
+  /** `performance.now()` when the snapshot was taken, and the I/O pressure totals then. */
+  at: number;
+  io: { some: number; full: number } | undefined;
   self: number;
   driver: number;
   service: number;
@@ -56,6 +80,8 @@ export function cpuWindow(
   servicePid?: number,
 ): CpuWindow {
   const snap = async (): Promise<Snapshot> => {
+    const at = performance.now();
+    const io = await ioPressureUs();
     const pids = await db.query<{ pid: number }>(
       `SELECT pid FROM pg_stat_activity
        WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
@@ -66,6 +92,8 @@ export function cpuWindow(
     const u = process.cpuUsage();
     const d = driverPid();
     return {
+      at,
+      io,
       self: (u.user + u.system) / 1000,
       driver: d === undefined ? Number.NaN : await procCpuMs(d),
       service: servicePid === undefined ? Number.NaN : await procCpuMs(servicePid),
@@ -92,6 +120,11 @@ export function cpuWindow(
       const driver = driverPid() === undefined ? s1.self - s0.self : s1.driver - s0.driver;
       const out: CpuPerOp = { driverMs: driver / ops, postgresMs: pg / ops };
       if (servicePid !== undefined) out.serviceMs = (s1.service - s0.service) / ops;
+      const windowUs = (s1.at - s0.at) * 1000;
+      if (s0.io && s1.io && windowUs > 0) {
+        out.ioSome = (s1.io.some - s0.io.some) / windowUs;
+        out.ioFull = (s1.io.full - s0.io.full) / windowUs;
+      }
       return out;
     },
   };

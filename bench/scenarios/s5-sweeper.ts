@@ -176,5 +176,22 @@ export async function runS5(b: Bench): Promise<ScenarioResult> {
       ratio: spread(runs.map((r) => r.during.perSecond / r.before.perSecond)),
     },
   ];
+  // The host's own stalls: a disk that stalls every task shows here whether the sweeper ran or not.
+  for (const [kind, figure] of [
+    ['ioSome', 'host I/O pressure, some (share of the window in which a task waited on I/O)'],
+    ['ioFull', 'host I/O pressure, full (share of the window in which every task waited on I/O)'],
+  ] as const) {
+    const during = runs.map((r) => r.during.cpu?.[kind]);
+    const before = runs.map((r) => r.before.cpu?.[kind]);
+    if (runs.length === 0 || [...during, ...before].some((v) => v === undefined)) continue;
+    rows.push({
+      id: 'S5',
+      scenario,
+      figure: `${figure}: during the drain (service) vs before (reference)`,
+      unit: '%',
+      service: spread(during.map((v) => 100 * (v ?? 0))),
+      reference: spread(before.map((v) => 100 * (v ?? 0))),
+    });
+  }
   return { id: 'S5', rows, detail: runs, notes };
 }
