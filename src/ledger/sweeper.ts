@@ -3,6 +3,8 @@
  * because each row it changes goes through a guarded statement (a lapse or a
  * purge re-checks its condition on the newest row version). It only makes
  * lapses visible sooner (lists, stats, metrics): reads apply them anyway.
+ * With its passes it also keeps a young ledger's planner statistics current
+ * (`young-tables.ts`).
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
@@ -11,6 +13,7 @@ import { loggableError } from '../db/errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { type LapseCount, lapseBatch } from './sql/lapse.js';
 import { purgeBatch } from './sql/purge.js';
+import { YoungTables } from './young-tables.js';
 
 /**
  * Batches per pass, so one pass cannot hog the pool while a backlog drains.
@@ -124,13 +127,17 @@ export class Sweeper {
   /** Failing since the last pass that worked: an outage is logged once, and its end once. */
   private failing = false;
   private readonly floor = new LeaseScanFloor();
+  /** A young ledger's statistics, looked at with the passes (`young-tables.ts`). */
+  private readonly young: YoungTables;
 
   constructor(
     private readonly db: Database,
     private readonly settings: Config['sweep'],
     private readonly log: Logger,
     private readonly metrics?: Metrics,
-  ) {}
+  ) {
+    this.young = new YoungTables(log);
+  }
 
   start(): void {
     this.stopped = false;
@@ -144,8 +151,9 @@ export class Sweeper {
     this.timer = setTimeout(() => {
       let more = false;
       this.running = this.pass()
-        .then((m) => {
+        .then(async (m) => {
           more = m;
+          await this.young.tend(this.db);
         })
         .finally(() => {
           this.running = undefined;

@@ -14,6 +14,7 @@ import './operator.js';
 import './purge.js';
 import './read.js';
 import { listQuery } from './list.js';
+import { YOUNG_TABLES } from './statistics.js';
 import { OPEN_COUNTS } from './stats.js';
 
 export interface RenderedStatement {
@@ -62,6 +63,12 @@ export function renderedStatements(): RenderedStatement[] {
     sent: 'unnamed (stats and metrics; not on the hot path)',
     params: [],
     text: tidy(dialect.sqlToQuery(OPEN_COUNTS).sql),
+  });
+  out.push({
+    name: 'young_tables',
+    sent: 'unnamed, at most once a second from the sweeper (not on the hot path)',
+    params: [],
+    text: tidy(dialect.sqlToQuery(YOUNG_TABLES).sql),
   });
   return out.sort((a, b) => a.name.localeCompare(b.name));
 }
