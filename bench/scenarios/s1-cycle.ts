@@ -41,7 +41,8 @@ export async function prime(b: Bench, svc: { url: string }, clients: number, cyc
   // connection keeps the generic plan it made then until the next ANALYZE, however
   // large the table grows: folded statements of 0.1 to 1 s on one connection in
   // S5-only runs. Autovacuum would have analyzed the ledger again as priming grew it
-  // (after 50 rows and 10%), so the stand-in does too.
+  // (after 50 rows and 10%), so the stand-in does too. (The service's sweeper now
+  // analyzes a young ledger that has grown as well: ledger/young-tables.ts.)
   if (b.standInVacuum) await b.db.query('ANALYZE idem_operations, idem_events');
 }
 
