@@ -120,6 +120,11 @@ export async function sweepOnce(
   return out;
 }
 
+/** A pass that filled a batch may have left more due: the next one should follow soon. */
+export function filledABatch(r: SweepResult, s: Config['sweep']): boolean {
+  return r.leaseExpired + r.approvalExpired >= s.batchSize || r.purged >= s.purgeBatchSize;
+}
+
 export class Sweeper {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
@@ -174,10 +179,7 @@ export class Sweeper {
       if (this.failing) this.log.info('sweep recovered');
       this.failing = false;
       if (r.leaseExpired + r.approvalExpired + r.purged > 0) this.log.info(r, 'sweep');
-      return (
-        r.leaseExpired + r.approvalExpired >= this.settings.batchSize ||
-        r.purged >= this.settings.purgeBatchSize
-      );
+      return filledABatch(r, this.settings);
     } catch (err) {
       this.metrics?.sweeperRuns.inc({ result: 'error' });
       // Every second for the length of an outage would bury the one line that matters;

@@ -3,4 +3,10 @@
  * transaction. See `docs/downstream.md`.
  */
 export type { TxClient } from '../downstream/ledger.js';
-export { type OnceInput, type OnceResult, PgLedger, type PgLedgerOptions } from './pg-ledger.js';
+export {
+  type OnceInput,
+  type OnceResult,
+  PgLedger,
+  type PgLedgerOptions,
+  type PgLedgerSweep,
+} from './pg-ledger.js';

@@ -21,6 +21,7 @@
  */
 import type { PGlite } from '@electric-sql/pglite';
 import type pg from 'pg';
+import { loadConfig } from '../config.js';
 import type { BeginBody, Effect, Operation } from '../contract/index.js';
 import { clientDatabase, pgliteTxDatabase } from '../db/client-database.js';
 import { type Database, rerunning, withReruns } from '../db/database.js';
@@ -31,6 +32,8 @@ import { IdemError } from '../errors.js';
 import { type BeginReply, begin } from '../ledger/begin.js';
 import { complete, heartbeat, markUnknown, release } from '../ledger/holder.js';
 import { getByKey } from '../ledger/read.js';
+import { filledABatch, LeaseScanFloor, type SweepResult, sweepOnce } from '../ledger/sweeper.js';
+import { type TendResult, tendYoungTables } from '../ledger/young-tables.js';
 import { type OpenTransaction, openPg, openPglite } from './transaction.js';
 
 /** Options of a {@link PgLedger}: a node-postgres pool, or a PGlite instance (embedded engine). */
@@ -61,6 +64,12 @@ export interface OnceResult<T> {
   operation: Operation;
 }
 
+/** What one `sweep()` did: the lapses and purges it wrote, and the tables it analyzed. */
+export type PgLedgerSweep = SweepResult & TendResult;
+
+/** The service's sweeper settings (batches of 500), for `sweep()`. */
+const SWEEP = loadConfig({}).sweep;
+
 /** Seconds a caller waits before asking again about an operation waiting for approval. */
 const PENDING_RETRY_AFTER_S = 5;
 
@@ -72,6 +81,7 @@ export class PgLedger implements DownstreamLedger {
   readonly #prepared: boolean;
   /** Autocommit statements, for claims outside a transaction. */
   readonly #db: Database;
+  readonly #floor = new LeaseScanFloor();
 
   constructor(options: PgLedgerOptions) {
     if (!options.pool === !options.pglite) throw new Error('PgLedger needs exactly one of pool and pglite');
@@ -96,6 +106,22 @@ export class PgLedger implements DownstreamLedger {
     } finally {
       client.release();
     }
+  }
+
+  /**
+   * One pass of the service's sweeper, for a database no Idem service sweeps
+   * (each replica of the service sweeps on its own): writes the lapses that
+   * are due (reads apply them anyway), purges operations past their
+   * retention, and analyzes a young ledger that has grown, so that no pooled
+   * connection keeps plans made while the ledger was nearly empty
+   * (`ledger/young-tables.ts`). Call it on a timer (the service's is a
+   * second); safe from many processes at once. A pass writes at most 2,000
+   * lapses and purges 2,000 operations; `more` says to call again soon.
+   */
+  async sweep(): Promise<PgLedgerSweep & { more: boolean }> {
+    const swept = await sweepOnce(this.#db, SWEEP, 'sweeper', this.#floor);
+    const tended = await tendYoungTables(this.#db);
+    return { ...swept, ...tended, more: filledABatch(swept, SWEEP) };
   }
 
   /**
