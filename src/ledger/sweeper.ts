@@ -158,7 +158,8 @@ export class Sweeper {
       this.running = this.pass()
         .then(async (m) => {
           more = m;
-          await this.young.tend(this.db);
+          // After a failed pass the database is most likely away: the pass has said so once.
+          if (!this.failing) await this.young.tend(this.db);
         })
         .finally(() => {
           this.running = undefined;

@@ -140,6 +140,29 @@ describe.skipIf(onCitus())('the sweeper looks with its passes', () => {
     }
   });
 
+  it("does not look after a failed pass: an outage is one warning, the sweep's", async () => {
+    const t = await createTestDatabase();
+    const lines: Record<string, unknown>[] = [];
+    const log = pino({ level: 'info' }, { write: (l: string) => lines.push(JSON.parse(l)) });
+    const down = async () => {
+      throw new Error('connection refused');
+    };
+    const sweeper = new Sweeper(
+      { ...t.db, run: down, rows: down },
+      { ...loadConfig({}).sweep, intervalMs: 50 },
+      log,
+    );
+    try {
+      sweeper.start();
+      await vi.waitFor(() => expect(lines.length).toBeGreaterThan(0), { timeout: 5000, interval: 20 });
+      await new Promise((r) => setTimeout(r, 1200)); // past the next look's time
+    } finally {
+      await sweeper.stop();
+      await t.drop();
+    }
+    expect(lines.map((l) => l.msg)).toEqual([expect.stringContaining('sweep failed')]);
+  });
+
   it('looks at most once a second, logs what it analyzed, and a failed look is logged once', async () => {
     const { t, s } = await analyzedYoung(50);
     const lines: Record<string, unknown>[] = [];
