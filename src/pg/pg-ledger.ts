@@ -64,8 +64,11 @@ export interface OnceResult<T> {
   operation: Operation;
 }
 
-/** What one `sweep()` did: the lapses and purges it wrote, and the tables it analyzed. */
-export type PgLedgerSweep = SweepResult & TendResult;
+/**
+ * What one `sweep()` did: the lapses and purges it wrote, the tables it
+ * analyzed, and whether a batch filled (`more`: call again soon).
+ */
+export type PgLedgerSweep = SweepResult & TendResult & { more: boolean };
 
 /** The service's sweeper settings (batches of 500), for `sweep()`. */
 const SWEEP = loadConfig({}).sweep;
@@ -118,7 +121,7 @@ export class PgLedger implements DownstreamLedger {
    * second); safe from many processes at once. A pass writes at most 2,000
    * lapses and purges 2,000 operations; `more` says to call again soon.
    */
-  async sweep(): Promise<PgLedgerSweep & { more: boolean }> {
+  async sweep(): Promise<PgLedgerSweep> {
     const swept = await sweepOnce(this.#db, SWEEP, 'sweeper', this.#floor);
     const tended = await tendYoungTables(this.#db);
     return { ...swept, ...tended, more: filledABatch(swept, SWEEP) };

@@ -30,10 +30,9 @@ import {
   insertCompleted,
   keyStatements,
   openSession,
+  PKEY,
   type Session,
 } from '../support/plans.js';
-
-const PKEY = 'idem_operations_pkey';
 
 /** The floor's old complete: a guarded update with the status beside the key. */
 const CONTROL = `UPDATE idem_operations SET version = version + 1

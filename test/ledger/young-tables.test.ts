@@ -9,7 +9,6 @@
  * Not on Citus: the coordinator's tables hold no rows there, so none is young.
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -17,7 +16,7 @@ import { postgresDatabase } from '../../src/db/database.js';
 import { LEDGER_TABLES } from '../../src/ledger/sql/statistics.js';
 import { Sweeper } from '../../src/ledger/sweeper.js';
 import { tendYoungTables, YoungTables } from '../../src/ledger/young-tables.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { createTestDatabase, type TestDatabase, withAdmin } from '../support/db.js';
 import { currentEngine, onCitus, onPostgres } from '../support/engine.js';
 import {
   expectKeyReads,
@@ -155,9 +154,8 @@ describe.skipIf(onCitus())('the sweeper looks with its passes', () => {
     try {
       sweeper.start();
       await vi.waitFor(() => expect(lines.length).toBeGreaterThan(0), { timeout: 5000, interval: 20 });
-      await new Promise((r) => setTimeout(r, 1200)); // past the next look's time
     } finally {
-      await sweeper.stop();
+      await sweeper.stop(); // waits for the pass under way, and what follows it
       await t.drop();
     }
     expect(lines.map((l) => l.msg)).toEqual([expect.stringContaining('sweep failed')]);
@@ -204,13 +202,7 @@ describe.skipIf(!onPostgres())('a role that does not own the tables', () => {
   async function admin(text: string): Promise<void> {
     const engine = currentEngine();
     if (engine.kind !== 'postgres') throw new Error('Postgres only');
-    const c = new pg.Client({ connectionString: engine.url, connectionTimeoutMillis: 10_000 });
-    await c.connect();
-    try {
-      await c.query(text);
-    } finally {
-      await c.end();
-    }
+    await withAdmin(engine.url, (c) => c.query(text));
   }
   beforeAll(() => admin(`CREATE ROLE "${role}" LOGIN`));
   afterAll(() => admin(`DROP ROLE IF EXISTS "${role}"`));

@@ -22,7 +22,8 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-async function withAdmin<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+/** One administrative connection to the server at `url`, closed after `fn`. */
+export async function withAdmin<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
   await c.connect();
   try {

@@ -99,7 +99,7 @@ function bitmapIndexes(node: PlanNode): string[] {
 
 /** The sweeper's set-based batches walk their partial indexes by design. */
 const BATCHES = new Set(['lapse_batch', 'purge_batch']);
-const PKEY = 'idem_operations_pkey';
+export const PKEY = 'idem_operations_pkey';
 
 /**
  * Every named statement that addresses one operation, with the index its
