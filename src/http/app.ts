@@ -30,6 +30,7 @@ import { registerRateLimit } from './rate-limit.js';
 import { answer, problemResponses } from './routes/common.js';
 import { operationRoutes } from './routes/operations.js';
 import { operatorRoutes } from './routes/operator.js';
+import { buildSerializer } from './serializer.js';
 import { registerValidation } from './validation.js';
 
 export interface AppOptions {
@@ -89,6 +90,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
     // Errors of Node's HTTP parser answer as problems too.
     clientErrorHandler,
+    // The answers' serialiser: no validator run per nullable field, and every member of a map
+    // written (`serializer.ts`).
+    schemaController: { compilersFactory: { buildSerializer } },
     ...NODE_HTTP,
   } as FastifyServerOptions) as unknown as FastifyInstance;
 
