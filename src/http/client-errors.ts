@@ -10,7 +10,7 @@
  * Authorization header): only the parser's error code.
  */
 import type { Socket } from 'node:net';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { ErrorCode } from '../contract/index.js';
 import { IdemError } from '../errors.js';
 import { problemBody } from './problem.js';
@@ -61,12 +61,19 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
 /**
  * HTTP/1.1 requires a Host header (RFC 9112, 3.2). Node checks it itself but
  * answers with an empty body, so the check is made here instead, first of
- * all hooks (`requireHostHeader: false` hands it over).
+ * all hooks (`requireHostHeader: false` hands it over). A callback hook, as
+ * every hook on the hot path (`app.ts`).
  */
-export async function requireHost(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+export function requireHost(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  done: HookHandlerDoneFunction,
+): void {
   if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
     // A malformed request: the connection closes after the answer, as for the parser's errors.
     reply.header('connection', 'close');
-    throw new IdemError('INVALID_ARGUMENT', 'an HTTP/1.1 request needs a Host header');
+    done(new IdemError('INVALID_ARGUMENT', 'an HTTP/1.1 request needs a Host header'));
+    return;
   }
+  done();
 }

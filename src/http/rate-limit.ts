@@ -20,8 +20,12 @@ export function registerRateLimit(app: FastifyInstance, perSecond: number, burst
   const buckets = new Map<string, Bucket>();
   // onRequest, after authentication and before the route's authorization and the body:
   // a limited client costs no parsing, and its refused calls count like the others.
-  app.addHook('onRequest', async (request, reply) => {
-    if (!request.principal) return; // public endpoints
+  // A callback hook, as every hook on the hot path (`app.ts`).
+  app.addHook('onRequest', (request, reply, done) => {
+    if (!request.principal) {
+      done(); // public endpoints
+      return;
+    }
     const id = request.principal.name === 'anonymous' ? `ip:${request.ip}` : `key:${request.principal.name}`;
     const now = performance.now();
     let b = buckets.get(id);
@@ -34,12 +38,15 @@ export function registerRateLimit(app: FastifyInstance, perSecond: number, burst
     b.at = now;
     if (b.tokens >= 1) {
       b.tokens -= 1;
+      done();
       return;
     }
     const wait = Math.max(1, Math.ceil((1 - b.tokens) / perSecond));
     reply.header('retry-after', String(wait));
-    throw new IdemError('RATE_LIMITED', `rate limit of ${perSecond}/s (burst ${capacity}) exceeded`, {
-      retryAfter: wait,
-    });
+    done(
+      new IdemError('RATE_LIMITED', `rate limit of ${perSecond}/s (burst ${capacity}) exceeded`, {
+        retryAfter: wait,
+      }),
+    );
   });
 }
