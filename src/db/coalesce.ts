@@ -247,7 +247,8 @@ export function arrayLiteral(values: readonly unknown[]): string {
       continue;
     }
     const s = typeof v === 'string' ? v : String(v);
-    out += `"${s.replace(/[\\"]/g, '\\$&')}"`;
+    // Most values hold neither character: looking is cheaper than a replace that finds nothing.
+    out += `"${s.includes('"') || s.includes('\\') ? s.replace(/[\\"]/g, '\\$&') : s}"`;
   }
   return `${out}}`;
 }

