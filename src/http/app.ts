@@ -21,6 +21,7 @@ import type { Database } from '../db/database.js';
 import { migrationsApplied } from '../db/migrate.js';
 import { IdemError } from '../errors.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
+import type { Series } from '../metrics/series-histogram.js';
 import { registerAuth } from './auth.js';
 import { clientErrorHandler, requireHost } from './client-errors.js';
 import { registerJsonBody } from './json-body.js';
@@ -59,6 +60,15 @@ export const VERSION = '0.1.0';
 const BEGIN_ROUTE = '/v1/scopes/:scope/operations';
 const TRANSITION_ROUTE =
   /\/operations\/:key\/(dispatch|heartbeat|complete|release|unknown|approve|reject|resolve)$/;
+
+/**
+ * A route's latency series, kept once found (by method, then status: each a
+ * handful), and the lease-holder or operator call it is, if any.
+ */
+interface RouteMetrics {
+  call: string | undefined;
+  byMethod: Map<string, Map<number, Series>>;
+}
 
 /** Node's own Host check answers with an empty body: the `requireHost` hook makes it instead. */
 const NODE_HTTP: { http: ServerOptions } = { http: { requireHostHeader: false } };
@@ -121,14 +131,28 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       metrics.beginOutcomes.inc({ outcome: toIdemError(err)?.code ?? 'INTERNAL' });
     }
   });
+  const routes = new Map<string, RouteMetrics>();
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unknown';
-    metrics.httpDuration.observe(
-      { method: request.method, route, status: String(reply.statusCode) },
-      reply.elapsedTime / 1000,
-    );
-    const call = TRANSITION_ROUTE.exec(route)?.[1];
-    if (call && reply.statusCode === 200) metrics.transitions.inc({ call });
+    let r = routes.get(route);
+    if (!r) {
+      r = { call: TRANSITION_ROUTE.exec(route)?.[1], byMethod: new Map() };
+      routes.set(route, r);
+    }
+    const { method } = request;
+    const status = reply.statusCode;
+    let byStatus = r.byMethod.get(method);
+    if (!byStatus) {
+      byStatus = new Map();
+      r.byMethod.set(method, byStatus);
+    }
+    let series = byStatus.get(status);
+    if (!series) {
+      series = metrics.httpDuration.series({ method, route, status: String(status) });
+      byStatus.set(status, series);
+    }
+    series.observe(reply.elapsedTime / 1000);
+    if (r.call && status === 200) metrics.transitions.inc({ call: r.call });
     done();
   });
 

@@ -8,16 +8,18 @@
  * operator looks.
  */
 import { sql } from 'drizzle-orm';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import { coalescingStats } from '../db/coalesce.js';
 import type { Database } from '../db/database.js';
 import { isUnavailable } from '../db/errors.js';
+import { SeriesHistogram } from './series-histogram.js';
 
 /** The counters and histogram the routes and the sweeper update. */
 export interface Metrics {
   registry: Registry;
   beginOutcomes: Counter<'outcome'>;
-  httpDuration: Histogram<'method' | 'route' | 'status'>;
+  /** Observed through series kept per route, method and status (`series-histogram.ts`). */
+  httpDuration: SeriesHistogram<'method' | 'route' | 'status'>;
   transitions: Counter<'call'>;
   sweeperRuns: Counter<'result'>;
   sweeperRows: Counter<'kind'>;
@@ -77,7 +79,7 @@ export function createMetrics(db: Database, scopeGauges?: () => Promise<ScopeGau
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
-  const httpDuration = new Histogram({
+  const httpDuration = new SeriesHistogram({
     name: 'idem_http_request_duration_seconds',
     help: 'HTTP request latency',
     labelNames: ['method', 'route', 'status'] as const,
