@@ -18,49 +18,72 @@
  */
 import { randomFillSync } from 'node:crypto';
 
-const HEX: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+/** Hex digits as ASCII codes. */
+const DIGITS = Buffer.from('0123456789abcdef', 'latin1');
 
 /** Random bytes drawn in bulk: one `randomFillSync` per 409 ids. */
 const POOL_SIZE = 4096;
 const pool = Buffer.allocUnsafe(POOL_SIZE);
 let at = POOL_SIZE;
 
+/**
+ * The id's text is written here as ASCII and read out as one string: about
+ * 0.15 µs an id against 0.6 to 0.9 µs for the same text joined from thirteen
+ * pieces (a rope the answer's serialiser and the driver then flatten). The
+ * dashes stay; the time's twelve digits are written once per millisecond.
+ */
+const text = Buffer.alloc(36, '-', 'latin1');
+
 let lastMs = -1;
 let counter = 0;
 
-/** 10 fresh random bytes: 2 seed the counter, 8 make the random tail (62 bits of them). */
-function random10(): Buffer {
-  if (at + 10 > POOL_SIZE) {
-    randomFillSync(pool);
-    at = 0;
+/** Writes the 48-bit millisecond time as the first twelve digits (`tttttttt-tttt`). */
+function writeTime(ms: number): void {
+  let t = ms;
+  for (let i = 12; i >= 9; i--) {
+    text[i] = DIGITS[t % 16] as number;
+    t = Math.floor(t / 16);
   }
-  const start = at;
-  at += 10;
-  return pool.subarray(start, start + 10);
+  for (let i = 7; i >= 0; i--) {
+    text[i] = DIGITS[t % 16] as number;
+    t = Math.floor(t / 16);
+  }
+}
+
+/** Writes byte `b` as two digits at `i`. */
+function writeByte(i: number, b: number): void {
+  text[i] = DIGITS[b >> 4] as number;
+  text[i + 1] = DIGITS[b & 0x0f] as number;
 }
 
 /** A new UUIDv7, lower-case canonical text. */
 export function newId(): string {
-  const r = random10();
-  let ms = Date.now();
+  // 10 fresh random bytes: 2 seed the counter, 8 make the random tail (62 bits of them).
+  if (at + 10 > POOL_SIZE) {
+    randomFillSync(pool);
+    at = 0;
+  }
+  const r = at;
+  at += 10;
+  const ms = Date.now();
   if (ms > lastMs) {
     lastMs = ms;
+    writeTime(ms);
     // A random start in the lower half leaves room to count up within the millisecond.
-    counter = ((r[0] as number) << 3) | ((r[1] as number) & 0x07);
+    counter = ((pool[r] as number) << 3) | ((pool[r + 1] as number) & 0x07);
   } else {
-    ms = lastMs;
     counter++;
     if (counter > 0xfff) {
       // 4,096 ids in one millisecond: borrow the next one.
-      ms = ++lastMs;
+      writeTime(++lastMs);
       counter = 0;
     }
   }
-  const time = ms.toString(16).padStart(12, '0');
-  return (
-    `${time.slice(0, 8)}-${time.slice(8)}-7${(counter >> 8).toString(16)}${HEX[counter & 0xff]}-` +
-    `${HEX[((r[2] as number) & 0x3f) | 0x80]}${HEX[r[3] as number]}-` +
-    `${HEX[r[4] as number]}${HEX[r[5] as number]}${HEX[r[6] as number]}${HEX[r[7] as number]}` +
-    `${HEX[r[8] as number]}${HEX[r[9] as number]}`
-  );
+  text[14] = 0x37; // the version, 7
+  text[15] = DIGITS[counter >> 8] as number;
+  writeByte(16, counter & 0xff);
+  writeByte(19, ((pool[r + 2] as number) & 0x3f) | 0x80); // the variant, 10
+  writeByte(21, pool[r + 3] as number);
+  for (let j = 4; j < 10; j++) writeByte(24 + 2 * (j - 4), pool[r + j] as number);
+  return text.toString('latin1', 0, 36);
 }
