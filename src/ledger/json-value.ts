@@ -47,10 +47,84 @@ export function checkJsonValue(value: unknown, field: string, depth = 0): void {
   throw invalid(field, 'not a JSON value');
 }
 
+/** Met an object with `toJSON` (a `Date` from a library caller): `canonicalJson` takes the general path. */
+const HAS_TO_JSON = Symbol('toJSON');
+
+/** A member's name and its canonical text, to be sorted by name. */
+type Member = [name: string, text: string];
+const byName = (a: Member, b: Member) => (a[0] < b[0] ? -1 : 1);
+
+/**
+ * `checkJsonValue` and RFC 8785 in one walk, for the values JSON.parse makes
+ * (every request body): the same checks in the same order (members in their
+ * own order, depth first), so the same first error, and the same text as the
+ * `canonicalize` package (members sorted by UTF-16 code units, strings and
+ * numbers as `JSON.stringify` writes them). The two walks, `canonicalize`'s set
+ * of the objects it is inside and its second scan of every string took the
+ * bench's request 3.4 µs against 1.9 in one walk, its result 1.0 against 0.65
+ * (and 1.6% of the service's busy time under S8's load went to `canonicalize`
+ * alone). Throws `HAS_TO_JSON` on an object with `toJSON`, which only a library
+ * caller can pass.
+ */
+function checkedCanonical(value: unknown, field: string, depth: number): string {
+  if (depth > LIMITS.jsonDepth) throw invalid(field, `nested deeper than ${LIMITS.jsonDepth} levels`);
+  if (value === null) return 'null';
+  switch (typeof value) {
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'number':
+      if (!Number.isFinite(value)) throw invalid(field, 'numbers must be finite');
+      if (Number.isInteger(value) && !Number.isSafeInteger(value)) {
+        throw invalid(field, 'integers beyond 2^53 lose precision; send them as strings');
+      }
+      // Number-to-string is JSON.stringify's for every finite number, -0 included ("0").
+      return String(value);
+    case 'string':
+      checkString(value, field);
+      return JSON.stringify(value);
+    case 'object': {
+      if (typeof (value as { toJSON?: unknown }).toJSON === 'function') throw HAS_TO_JSON;
+      if (Array.isArray(value)) {
+        let out = '[';
+        for (let i = 0; i < value.length; i++) {
+          if (i > 0) out += ',';
+          out += checkedCanonical(value[i], field, depth + 1);
+        }
+        return `${out}]`;
+      }
+      const o = value as Record<string, unknown>;
+      const names = Object.keys(o);
+      const members: Member[] = new Array(names.length);
+      for (let i = 0; i < names.length; i++) {
+        const name = names[i] as string;
+        checkString(name, field);
+        members[i] = [name, checkedCanonical(o[name], field, depth + 1)];
+      }
+      if (members.length > 1) members.sort(byName);
+      let out = '{';
+      for (let i = 0; i < members.length; i++) {
+        const m = members[i] as Member;
+        if (i > 0) out += ',';
+        out += `${JSON.stringify(m[0])}:${m[1]}`;
+      }
+      return `${out}}`;
+    }
+    default:
+      throw invalid(field, 'not a JSON value');
+  }
+}
+
 /** Checks the value and its UTF-8 size; returns the RFC 8785 canonical text. */
 export function canonicalJson(value: unknown, field: string, maxBytes: number): string {
-  checkJsonValue(value, field);
-  const text = canonicalize(value);
+  let text: string | undefined;
+  try {
+    text = checkedCanonical(value, field, 0);
+  } catch (err) {
+    if (err !== HAS_TO_JSON) throw err;
+    // What an object's toJSON makes of it is canonicalize's to find out, as before the one walk.
+    checkJsonValue(value, field);
+    text = canonicalize(value);
+  }
   if (text === undefined) throw invalid(field, 'not a JSON value');
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > maxBytes) {
