@@ -101,6 +101,42 @@ export class BenchDatabase {
     await this.pool.query('CHECKPOINT');
   }
 
+  /** WAL files in the server's `pg_wal` that lie ahead of the one being written: those it will reuse. */
+  async walFilesAhead(): Promise<number> {
+    const [r] = await this.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_ls_waldir()
+        WHERE name ~ '^[0-9A-F]{24}$' AND name > pg_walfile_name(pg_current_wal_lsn())`,
+    );
+    return r!.n;
+  }
+
+  /**
+   * Leaves the server with WAL files to reuse, as one that has carried a steady load
+   * for a while keeps them (up to `max_wal_size`). Postgres recycles a file at a
+   * checkpoint for as much WAL as it expects before the next one (its estimate of
+   * the distance between checkpoints); the paired figures' `CHECKPOINT` before every
+   * run, a few megabytes apart, shrink that estimate, and with it the files kept. A
+   * burst of WAL (S5's drain writes 20 MB/s and more) then creates each new file
+   * under the WAL write lock: 16 MB zero-filled and synced, which every commit waits
+   * for. Switching to a new file `max_wal_size` worth of times and then checkpointing
+   * sets the estimate to that distance and recycles those files for reuse. Returns
+   * the files ahead before and after.
+   */
+  async steadyWalFiles(): Promise<{ before: number; after: number; switched: number }> {
+    const before = await this.walFilesAhead();
+    const [s] = await this.query<{ n: number }>(
+      `SELECT (SELECT setting::bigint FROM pg_settings WHERE name = 'max_wal_size') * 1024 * 1024
+          / (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size') AS n`,
+    );
+    const switched = Math.min(Number(s!.n), 256);
+    for (let i = 0; i < switched; i++) {
+      // A record in the current file, so that the switch has something to close.
+      await this.query(`SELECT pg_logical_emit_message(false, 'idem-bench', ''), pg_switch_wal()`);
+    }
+    await this.checkpoint();
+    return { before, after: await this.walFilesAhead(), switched };
+  }
+
   async drop(): Promise<void> {
     await this.pool.end().catch(() => {});
     await withClient(this.adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS "${this.name}" WITH (FORCE)`));
