@@ -14,19 +14,29 @@ import canonicalize from 'canonicalize';
 import { LIMITS } from '../contract/index.js';
 import { IdemError, invalid } from '../errors.js';
 
+// The rules, each written once: both walks below (`checkJsonValue`, `checkedCanonical`) call them.
+
 function checkString(s: string, field: string): void {
   if (s.includes('\u0000')) throw invalid(field, 'strings may not contain NUL (U+0000)');
   if (!s.isWellFormed()) throw invalid(field, 'strings may not contain lone surrogates');
 }
 
-export function checkJsonValue(value: unknown, field: string, depth = 0): void {
+function checkNumber(n: number, field: string): void {
+  if (!Number.isFinite(n)) throw invalid(field, 'numbers must be finite');
+  if (Number.isInteger(n) && !Number.isSafeInteger(n)) {
+    throw invalid(field, 'integers beyond 2^53 lose precision; send them as strings');
+  }
+}
+
+function checkDepth(depth: number, field: string): void {
   if (depth > LIMITS.jsonDepth) throw invalid(field, `nested deeper than ${LIMITS.jsonDepth} levels`);
+}
+
+export function checkJsonValue(value: unknown, field: string, depth = 0): void {
+  checkDepth(depth, field);
   if (value === null || typeof value === 'boolean') return;
   if (typeof value === 'number') {
-    if (!Number.isFinite(value)) throw invalid(field, 'numbers must be finite');
-    if (Number.isInteger(value) && !Number.isSafeInteger(value)) {
-      throw invalid(field, 'integers beyond 2^53 lose precision; send them as strings');
-    }
+    checkNumber(value, field);
     return;
   }
   if (typeof value === 'string') {
@@ -67,16 +77,13 @@ const byName = (a: Member, b: Member) => (a[0] < b[0] ? -1 : 1);
  * caller can pass.
  */
 function checkedCanonical(value: unknown, field: string, depth: number): string {
-  if (depth > LIMITS.jsonDepth) throw invalid(field, `nested deeper than ${LIMITS.jsonDepth} levels`);
+  checkDepth(depth, field);
   if (value === null) return 'null';
   switch (typeof value) {
     case 'boolean':
       return value ? 'true' : 'false';
     case 'number':
-      if (!Number.isFinite(value)) throw invalid(field, 'numbers must be finite');
-      if (Number.isInteger(value) && !Number.isSafeInteger(value)) {
-        throw invalid(field, 'integers beyond 2^53 lose precision; send them as strings');
-      }
+      checkNumber(value, field);
       // Number-to-string is JSON.stringify's for every finite number, -0 included ("0").
       return String(value);
     case 'string':
