@@ -124,15 +124,17 @@ export class BenchDatabase {
    */
   async steadyWalFiles(): Promise<{ before: number; after: number; switched: number }> {
     const before = await this.walFilesAhead();
-    const [s] = await this.query<{ n: number }>(
-      `SELECT (SELECT setting::bigint FROM pg_settings WHERE name = 'max_wal_size') * 1024 * 1024
-          / (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size') AS n`,
+    // One statement: each row writes a record into the current file (so that the switch has
+    // something to close) and switches; as many rows as `max_wal_size` holds files, at most 256.
+    const [r] = await this.query<{ switched: number }>(
+      `SELECT count(pg_switch_wal())::int AS switched FROM (
+         SELECT pg_logical_emit_message(false, 'idem-bench', '')
+           FROM generate_series(1, LEAST(256,
+             (SELECT setting::bigint FROM pg_settings WHERE name = 'max_wal_size') * 1024 * 1024
+               / (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')))
+       ) m`,
     );
-    const switched = Math.min(Number(s!.n), 256);
-    for (let i = 0; i < switched; i++) {
-      // A record in the current file, so that the switch has something to close.
-      await this.query(`SELECT pg_logical_emit_message(false, 'idem-bench', ''), pg_switch_wal()`);
-    }
+    const switched = r!.switched;
     await this.checkpoint();
     return { before, after: await this.walFilesAhead(), switched };
   }
