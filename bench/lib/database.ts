@@ -47,6 +47,9 @@ export class BenchDatabase {
     readonly pool: pg.Pool,
   ) {}
 
+  /** Set by `drop()`: the connections it ends may still report their termination. */
+  private dropping = false;
+
   /** CREATE DATABASE, then the service's own migrations. */
   static async create(adminUrl: string, stamp: string): Promise<BenchDatabase> {
     const name = `idem_bench_${stamp.replace(/[^0-9a-z]/gi, '').toLowerCase()}`;
@@ -59,7 +62,16 @@ export class BenchDatabase {
       await db.close();
     }
     const pool = new pg.Pool({ connectionString: url, max: 3, application_name: 'idem-bench' });
-    return new BenchDatabase(adminUrl, name, url, pool);
+    const bench = new BenchDatabase(adminUrl, name, url, pool);
+    // An idle client's connection can fail under the pool, which then drops the client
+    // and emits the error; with no listener that would end the process before the run's
+    // results are written. It happens at `drop()`: pg-pool's end() resolves before its
+    // clients' sockets have closed, so DROP ... WITH (FORCE) can still terminate one of
+    // their backends (57P01), whose message reaches a client already let go.
+    pool.on('error', (err) => {
+      if (!bench.dropping) process.stderr.write(`[bench] an idle bench connection failed: ${err.message}\n`);
+    });
+    return bench;
   }
 
   async query<T extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<T[]> {
@@ -140,6 +152,7 @@ export class BenchDatabase {
   }
 
   async drop(): Promise<void> {
+    this.dropping = true;
     await this.pool.end().catch(() => {});
     await withClient(this.adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS "${this.name}" WITH (FORCE)`));
   }
