@@ -17,6 +17,7 @@ import { checkParity, type Parity } from './lib/parity.js';
 import { pgbenchVersion } from './lib/pgbench.js';
 import { type Meta, writeResults } from './lib/report.js';
 import { buildService, ROOT } from './lib/service.js';
+import { writeIndex } from './results-index.js';
 import { runS1 } from './scenarios/s1-cycle.js';
 import { runS2 } from './scenarios/s2-replay.js';
 import { runS3 } from './scenarios/s3-race.js';
@@ -194,6 +195,8 @@ async function main(): Promise<number> {
   );
   process.stdout.write(md);
   log(`wrote ${files.join(', ')}`);
+  // The index of kept runs lives beside them; a trial run elsewhere leaves it alone.
+  if (cfg.resultsDir === undefined) log(`wrote ${writeIndex()}`);
   return results.some((r) => r.rows.length === 0) ? 1 : 0;
 }
 
