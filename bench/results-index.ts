@@ -13,178 +13,173 @@ import type { Meta } from './lib/report.js';
 const DIR = new URL('results/', import.meta.url);
 const FILE = new URL('README.md', DIR);
 
-/** The targets of the hot-path work, as the main README's table states them. */
-const TARGET = { s1: 0.35, s2: 0.2, s8Ms: 10, s4: 0.9, drainS: 10, s5Rate: 0.7, s5P99: 1.5, s7MiB: 256 };
-
 interface Run {
   stamp: string;
   meta: Meta;
   results: ScenarioResult[];
 }
 
-function rows(run: Run, id: string): Row[] {
-  return run.results.filter((r) => r.id === id).flatMap((r) => r.rows);
+type Pick = (r: Row) => number | undefined;
+
+/** A figure of a run: the first row of scenario `id` that `where` accepts, read by `pick`. */
+function figure(run: Run, id: string, where: (r: Row) => boolean, pick: Pick): number | undefined {
+  const row = run.results.flatMap((r) => (r.id === id ? r.rows : [])).find(where);
+  return row ? pick(row) : undefined;
 }
 
-function find(run: Run, id: string, scenario: (s: string) => boolean, figure: (f: string) => boolean) {
-  return rows(run, id).find((r) => scenario(r.scenario) && figure(r.figure));
-}
+/** S1, S2 and S7 at 16 clients with coalescing on (the default), as the targets are stated. */
+const plain = (r: Row) => !r.scenario.includes('coalescing off') && !r.scenario.includes('64 clients');
+const p99Row = (stack: boolean) => (r: Row) =>
+  r.figure.startsWith('begin+complete p99,') && r.figure.includes('stack floor') === stack;
 
-const plain = (s: string) => !s.includes('coalescing off') && !s.includes('64 clients');
+/**
+ * The targets of the hot-path work, as the main README's table states them, each
+ * with the figure it is judged on. Two decimals are shown unless they would round
+ * across the target (0.697 against 0.7), then three.
+ */
+const COLUMNS: {
+  name: string;
+  header: string;
+  value: (run: Run) => number | undefined;
+  ok: (v: number) => boolean;
+  show?: (v: number) => string;
+  /** A reference, not a target of the service: shown and counted, never "short of". */
+  reference?: true;
+}[] = [
+  {
+    name: 'S1',
+    header: 'S1 / floor (≥ 0.35)',
+    value: (run) =>
+      figure(
+        run,
+        'S1',
+        (r) => plain(r) && r.figure === 'cycles/s',
+        (r) => r.ratio?.median,
+      ),
+    ok: (v) => v >= 0.35,
+  },
+  {
+    name: 'S2',
+    header: 'S2 / HTTP floor (≥ 0.2)',
+    value: (run) =>
+      figure(
+        run,
+        'S2',
+        (r) => plain(r) && r.figure === 'requests/s',
+        (r) => r.httpRatio?.median,
+      ),
+    ok: (v) => v >= 0.2,
+  },
+  {
+    name: 'S8',
+    header: 'S8 p99 ms (< 10)',
+    value: (run) => figure(run, 'S8', p99Row(false), (r) => r.service?.median),
+    ok: (v) => v < 10,
+    show: ms,
+  },
+  {
+    name: 'stack floor',
+    header: 'S8 stack floor p99 ms',
+    value: (run) => figure(run, 'S8', p99Row(true), (r) => r.reference?.median),
+    ok: (v) => v < 10,
+    show: ms,
+    reference: true,
+  },
+  {
+    name: 'S4',
+    header: 'S4 (≥ 0.9)',
+    value: (run) =>
+      figure(
+        run,
+        'S4',
+        (r) => r.figure.includes('drift cancelled'),
+        (r) => r.service?.median,
+      ),
+    ok: (v) => v >= 0.9,
+  },
+  {
+    name: 'S5 drain',
+    header: 'S5 drain s (< 10)',
+    value: (run) =>
+      figure(
+        run,
+        'S5',
+        (r) => r.figure === 'seconds to drain',
+        (r) => r.service?.median,
+      ),
+    ok: (v) => v < 10,
+  },
+  {
+    name: 'S5 rate',
+    header: 'S5 S1 rate (≥ 0.7x)',
+    value: (run) =>
+      figure(
+        run,
+        'S5',
+        (r) => r.figure.startsWith('S1 cycles/s: during the drain'),
+        (r) => r.ratio?.median,
+      ),
+    ok: (v) => v >= 0.7,
+  },
+  {
+    name: 'S5 p99',
+    header: 'S5 S1 p99 (≤ 1.5x)',
+    value: (run) =>
+      figure(
+        run,
+        'S5',
+        (r) => r.figure.startsWith('S1 p99: during the drain'),
+        (r) => r.ratio?.median,
+      ),
+    ok: (v) => v <= 1.5,
+  },
+  {
+    name: 'S7',
+    header: 'S7 MiB (≤ 256)',
+    value: (run) =>
+      figure(
+        run,
+        'S7',
+        (r) => plain(r) && r.figure.startsWith('peak RSS'),
+        (r) => r.service?.median,
+      ),
+    ok: (v) => v <= 256,
+    show: (v) => v.toFixed(0),
+  },
+  {
+    name: 'S3',
+    header: 'S3 rounds with one winner',
+    value: (run) =>
+      figure(
+        run,
+        'S3',
+        (r) => r.figure === 'rounds with exactly one winner',
+        (r) => {
+          const [won, of] = (r.text ?? '').split('/').map(Number);
+          return won !== undefined && of ? won / of : undefined;
+        },
+      ),
+    ok: (v) => v === 1,
+    show: (v) => (v === 1 ? 'all' : `${(v * 100).toFixed(0)}%`),
+  },
+];
 
-interface Line {
-  started: string;
-  commit: string;
-  cpu: string;
-  floor?: number;
-  s1?: number;
-  s2?: number;
-  s8?: number;
-  stack?: number;
-  s4?: number;
-  drain?: number;
-  rate?: number;
-  p99?: number;
-  rss?: number;
-  s3?: string;
-  short: string[];
-}
-
-function line(run: Run): Line {
-  const s1 = find(run, 'S1', plain, (f) => f === 'cycles/s');
-  const s2 = find(run, 'S2', plain, (f) => f === 'requests/s');
-  const s8 = find(
-    run,
-    'S8',
-    () => true,
-    (f) => f.startsWith('begin+complete p99,') && !f.includes('stack floor'),
-  );
-  const stack = find(
-    run,
-    'S8',
-    () => true,
-    (f) => f.startsWith('begin+complete p99,') && f.includes('stack floor'),
-  );
-  const s4 = find(
-    run,
-    'S4',
-    () => true,
-    (f) => f.includes('drift cancelled'),
-  );
-  const drain = find(
-    run,
-    'S5',
-    () => true,
-    (f) => f === 'seconds to drain',
-  );
-  const rate = find(
-    run,
-    'S5',
-    () => true,
-    (f) => f.startsWith('S1 cycles/s: during the drain'),
-  );
-  const p99 = find(
-    run,
-    'S5',
-    () => true,
-    (f) => f.startsWith('S1 p99: during the drain'),
-  );
-  const rss = find(run, 'S7', plain, (f) => f.startsWith('peak RSS'));
-  const s3 = find(
-    run,
-    'S3',
-    () => true,
-    (f) => f === 'rounds with exactly one winner',
-  );
-  const l: Line = {
-    started: run.meta.startedAt.slice(0, 16).replace('T', ' '),
-    commit: run.meta.commit,
-    cpu: run.meta.machine.cpuModel,
-    floor: s1?.reference?.median,
-    s1: s1?.ratio?.median,
-    s2: s2?.httpRatio?.median,
-    s8: s8?.service?.median,
-    stack: stack?.reference?.median,
-    s4: s4?.service?.median,
-    drain: drain?.service?.median,
-    rate: rate?.ratio?.median,
-    p99: p99?.ratio?.median,
-    rss: rss?.service?.median,
-    s3: s3?.text,
-    short: [],
-  };
-  const miss = (name: string, ok: boolean | undefined) => {
-    if (ok === false) l.short.push(name);
-  };
-  const at = (v: number | undefined, ok: (v: number) => boolean) => (v === undefined ? undefined : ok(v));
-  miss(
-    'S1',
-    at(l.s1, (v) => v >= TARGET.s1),
-  );
-  miss(
-    'S2',
-    at(l.s2, (v) => v >= TARGET.s2),
-  );
-  miss(
-    'S8',
-    at(l.s8, (v) => v < TARGET.s8Ms),
-  );
-  miss(
-    'S4',
-    at(l.s4, (v) => v >= TARGET.s4),
-  );
-  miss(
-    'S5 drain',
-    at(l.drain, (v) => v < TARGET.drainS),
-  );
-  miss(
-    'S5 rate',
-    at(l.rate, (v) => v >= TARGET.s5Rate),
-  );
-  miss(
-    'S5 p99',
-    at(l.p99, (v) => v <= TARGET.s5P99),
-  );
-  miss(
-    'S7',
-    at(l.rss, (v) => v <= TARGET.s7MiB),
-  );
-  if (l.s3 !== undefined) {
-    const [won, of] = l.s3.split('/').map(Number);
-    miss('S3', won === of);
-  }
-  return l;
-}
-
-function fmt(v: number | undefined, digits = 2): string {
-  return v === undefined || !Number.isFinite(v) ? '' : v.toFixed(digits);
-}
-
-/** Two decimals, or three where two would round across the target (0.697 against 0.7). */
-function against(v: number | undefined, ok: (v: number) => boolean): string {
-  if (v === undefined) return '';
-  return ok(v) === ok(Number(v.toFixed(2))) ? v.toFixed(2) : v.toFixed(3);
-}
-
-function int(v: number | undefined): string {
-  return v === undefined ? '' : Math.round(v).toLocaleString('en-US');
-}
-
-function ms(v: number | undefined): string {
-  if (v === undefined) return '';
+function ms(v: number): string {
   return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+}
+
+function decimals(v: number, ok: (v: number) => boolean): string {
+  return ok(v) === ok(Number(v.toFixed(2))) ? v.toFixed(2) : v.toFixed(3);
 }
 
 /** The run of record: the kept run whose table `latest.md` is a copy of. */
 function recordStamp(runs: Run[]): string | undefined {
-  const latest = new URL('latest.md', DIR);
-  if (!existsSync(latest)) return undefined;
-  const text = readFileSync(latest, 'utf8');
-  return runs.find(
-    (r) =>
-      existsSync(new URL(`${r.stamp}.md`, DIR)) &&
-      readFileSync(new URL(`${r.stamp}.md`, DIR), 'utf8') === text,
-  )?.stamp;
+  const read = (name: string) => {
+    const url = new URL(name, DIR);
+    return existsSync(url) ? readFileSync(url, 'utf8') : undefined;
+  };
+  const latest = read('latest.md');
+  return latest === undefined ? undefined : runs.find((r) => read(`${r.stamp}.md`) === latest)?.stamp;
 }
 
 export function render(runs: Run[]): string {
@@ -206,37 +201,39 @@ export function render(runs: Run[]): string {
     "with the host (the floor's S1 cycles/s shows how fast it was); ratios are to references",
     'measured in the same run.',
     '',
-    `| run (UTC) | commit | CPU | floor, S1 cycles/s | S1 / floor (≥ ${TARGET.s1}) | S2 / HTTP floor (≥ ${TARGET.s2}) | S8 p99 ms (< ${TARGET.s8Ms}) | S8 stack floor p99 ms | S4 (≥ ${TARGET.s4}) | S5 drain s (< ${TARGET.drainS}) | S5 S1 rate (≥ ${TARGET.s5Rate}x) | S5 S1 p99 (≤ ${TARGET.s5P99}x) | S7 MiB (≤ ${TARGET.s7MiB}) | S3 | short of |`,
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    `| run (UTC) | commit | CPU | floor, S1 cycles/s | ${COLUMNS.map((c) => c.header).join(' | ')} | short of |`,
+    `|${' --- |'.repeat(COLUMNS.length + 5)}`,
   ];
+  const met = new Map(COLUMNS.map((c) => [c.name, { met: 0, of: 0 }]));
   for (const run of [...runs].reverse()) {
-    const l = line(run);
-    const name = `[${l.started}](${run.stamp}.md)${run.stamp === record ? ' (run of record)' : ''}`;
+    const floor = figure(
+      run,
+      'S1',
+      (r) => plain(r) && r.figure === 'cycles/s',
+      (r) => r.reference?.median,
+    );
+    const short: string[] = [];
+    const cells = COLUMNS.map((c) => {
+      const v = c.value(run);
+      if (v === undefined) return '';
+      const count = met.get(c.name)!;
+      count.of++;
+      if (c.ok(v)) count.met++;
+      else if (!c.reference) short.push(c.name);
+      return c.show ? c.show(v) : decimals(v, c.ok);
+    });
+    const name = `[${run.meta.startedAt.slice(0, 16).replace('T', ' ')}](${run.stamp}.md)`;
     out.push(
-      `| ${name} | \`${l.commit}\` | ${l.cpu} | ${int(l.floor)} | ${against(l.s1, (v) => v >= TARGET.s1)} | ${against(l.s2, (v) => v >= TARGET.s2)} | ${ms(l.s8)} | ${ms(l.stack)} | ${against(l.s4, (v) => v >= TARGET.s4)} | ${against(l.drain, (v) => v < TARGET.drainS)} | ${against(l.rate, (v) => v >= TARGET.s5Rate)} | ${against(l.p99, (v) => v <= TARGET.s5P99)} | ${fmt(l.rss, 0)} | ${l.s3 ?? ''} | ${l.short.join(', ') || 'none'} |`,
+      `| ${name}${run.stamp === record ? ' (run of record)' : ''} | \`${run.meta.commit}\` | ${run.meta.machine.cpuModel} | ${floor === undefined ? '' : Math.round(floor).toLocaleString('en-US')} | ${cells.join(' | ')} | ${short.join(', ') || 'none'} |`,
     );
   }
-  const lines = runs.map(line);
-  const count = (name: string, has: (l: Line) => boolean) => {
-    const with_ = lines.filter(has);
-    const met = with_.filter((l) => !l.short.includes(name)).length;
-    return `${name} ${met} of ${with_.length}`;
-  };
+  const counts = COLUMNS.filter((c) => !c.reference)
+    .map((c) => `${c.name} ${met.get(c.name)!.met} of ${met.get(c.name)!.of}`)
+    .join('; ');
+  const stack = met.get('stack floor')!;
   out.push(
     '',
-    `Targets met, each counted over the kept runs that measured it: ${[
-      count('S1', (l) => l.s1 !== undefined),
-      count('S2', (l) => l.s2 !== undefined),
-      count('S8', (l) => l.s8 !== undefined),
-      count('S4', (l) => l.s4 !== undefined),
-      count('S5 drain', (l) => l.drain !== undefined),
-      count('S5 rate', (l) => l.rate !== undefined),
-      count('S5 p99', (l) => l.p99 !== undefined),
-      count('S7', (l) => l.rss !== undefined),
-      count('S3', (l) => l.s3 !== undefined),
-    ].join('; ')}. The stack floor's p99 was under ${TARGET.s8Ms} ms in ${
-      lines.filter((l) => l.stack !== undefined && l.stack < TARGET.s8Ms).length
-    } of the ${lines.filter((l) => l.stack !== undefined).length} runs that measured it.`,
+    `Targets met, each counted over the kept runs that measured it: ${counts}. The stack floor's p99 was under 10 ms in ${stack.met} of the ${stack.of} runs that measured it.`,
     '',
   );
   return out.join('\n');
