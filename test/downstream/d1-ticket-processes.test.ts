@@ -6,8 +6,7 @@
  * each ends with exactly one ticket and its stored result readable.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Ticket } from '../../examples/ticket-service/ticket-store.js';
@@ -15,6 +14,7 @@ import { LedgerClient } from '../../src/client/index.js';
 import { SETUP_TIMEOUT_MS } from '../client/support.js';
 import { onPostgres } from '../support/engine.js';
 import { type RunningService, startService } from '../support/service.js';
+import { tempDir } from '../support/temp-dir.js';
 import { post, type Sent } from './middleware-drills.js';
 import { type ProcessFixture, processFixture } from './process-support.js';
 
@@ -49,8 +49,11 @@ describe.skipIf(!pgOnly)(
   () => {
     let ledger: RunningService;
     let client: LedgerClient;
-    const file = join(mkdtempSync(join(tmpdir(), 'idem-tickets-')), 'tickets.jsonl');
+    // Made in the hook, not while the file is collected: a skipped suite runs no hooks, so a
+    // folder made at collection would outlive it.
+    let file: string;
     beforeAll(async () => {
+      file = join(tempDir('idem-tickets-'), 'tickets.jsonl');
       ledger = await startService({ testDb: f.testDb });
       client = new LedgerClient({ baseUrl: ledger.url });
     }, SETUP_TIMEOUT_MS);

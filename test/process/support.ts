@@ -4,17 +4,16 @@
  * so a test can send it signals, break its database and read what it said.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { freePort, ROOT } from '../drills/support/replica.js';
 import { createTestDatabase, dropDatabase, type TestDatabase } from '../support/db.js';
 import { currentEngine } from '../support/engine.js';
 import { withDatabase } from '../support/global-setup.js';
+import { tempDir } from '../support/temp-dir.js';
 
-export { freePort, ROOT };
+export { freePort, ROOT, tempDir };
 
 /** Starting a process on a shared 2-core machine (tsx, a fresh embedded cluster): headroom only. */
 export const START_MS = 120_000;
@@ -142,9 +141,6 @@ export class ServiceProcess {
     return this.lines.slice(-n).join('\n');
   }
 }
-
-/** A temp folder of its own. */
-export const tempDir = (prefix = 'idem-proc-') => mkdtempSync(join(tmpdir(), prefix));
 
 /**
  * The environment that points a service process at this suite's engine: a

@@ -3,13 +3,13 @@
  * at three points (crash before commit, response lost after commit, two
  * requests with one key at once), notes counted in the service's own store.
  */
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { saveNote } from '../../../examples/note-service/client.js';
 import type { Note } from '../../../examples/note-service/note-store.js';
 import type { NoteFaults } from '../../../examples/note-service/service.js';
+import { tempDir } from '../../support/temp-dir.js';
 import { type RestartableLedger, SETUP_TIMEOUT_MS, startRestartableLedger, uid } from '../support.js';
 import { type Child, runTs } from './processes.js';
 
@@ -65,7 +65,7 @@ function notesInFile(file: string, key: string): Note[] {
 }
 
 const input = { folderId: 'drafts', text: 'check the deploy config' };
-const freshFile = () => join(mkdtempSync(join(tmpdir(), 'idem-notes-')), 'notes.jsonl');
+const freshFile = () => join(tempDir('idem-notes-'), 'notes.jsonl');
 
 describe('D2: note service', { timeout: 180_000 }, () => {
   it('crash before commit: the resubmission after a restart saves exactly one note', async () => {
