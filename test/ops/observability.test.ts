@@ -313,6 +313,50 @@ describe('logs', () => {
     }
   });
 
+  it('one line per request, written when it is answered: request id, method, URL, status, time', async () => {
+    const log = capture();
+    const svc = await createTestApp({ keys, logger: log.logger });
+    try {
+      const auth = { authorization: `Bearer ${clientSecret}` };
+      const sent = [
+        { method: 'POST' as const, url: '/v1/scopes/logs/operations', status: 201, reqId: randomUUID() },
+        { method: 'POST' as const, url: '/v1/scopes/logs/operations', status: 422, reqId: randomUUID() },
+        { method: 'GET' as const, url: '/v1/scopes/logs/operations/nope', status: 404, reqId: randomUUID() },
+        { method: 'GET' as const, url: '/healthz', status: 200, reqId: randomUUID() },
+      ];
+      const key = `one-line-${randomUUID()}`;
+      for (const [i, r] of sent.entries()) {
+        const res = await svc.app.inject({
+          method: r.method,
+          url: r.url,
+          headers: { ...auth, 'x-request-id': r.reqId, 'content-type': 'application/json' },
+          payload: r.method === 'POST' ? { key, request: { n: i } } : undefined,
+        });
+        expect(res.statusCode, r.url).toBe(r.status);
+      }
+      const lines = log
+        .text()
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines.filter((l) => l.msg === 'incoming request')).toEqual([]);
+      for (const r of sent) {
+        const mine = lines.filter((l) => l.reqId === r.reqId);
+        expect(
+          mine.map((l) => l.msg),
+          r.url,
+        ).toEqual(['request completed']);
+        expect(mine[0]).toMatchObject({
+          req: { method: r.method, url: r.url },
+          res: { statusCode: r.status },
+        });
+        expect(mine[0]!.responseTime).toBeGreaterThan(0);
+      }
+    } finally {
+      await svc.close();
+    }
+  });
+
   it('a database outage is logged without the statement parameters (lease id, request values)', async () => {
     const log = capture();
     const db: Database = postgresDatabase(UNREACHABLE, loadConfig({}).db);
