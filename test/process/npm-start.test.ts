@@ -1,8 +1,9 @@
 /**
- * `npm start` stopped with SIGTERM (a terminal's Ctrl-C goes to the whole
- * group; a supervisor signals only npm) must not leave the server running
- * without it: npm runs the script through `sh -c`, and a shell that does not
- * exec its command dies alone, orphaning the server.
+ * `npm start` (and `npm run idem -- serve`, which the CLI's help calls the same)
+ * stopped with SIGTERM (a terminal's Ctrl-C goes to the whole group; a
+ * supervisor signals only npm) must not leave the server running without it:
+ * npm runs the script through `sh -c`, and a shell that does not exec its
+ * command dies alone, orphaning the server.
  */
 import { afterAll, expect, it } from 'vitest';
 import { engineEnv, freePort, ServiceProcess, START_MS } from './support.js';
@@ -16,25 +17,29 @@ const alive = (pid: number) => {
   }
 };
 
-let serverPid: number | undefined;
+const serverPids: number[] = [];
 afterAll(() => {
-  if (serverPid && alive(serverPid)) process.kill(serverPid, 'SIGKILL');
+  for (const pid of serverPids) if (alive(pid)) process.kill(pid, 'SIGKILL');
 });
 
-it('SIGTERM to npm stops the server it started', { timeout: 3 * START_MS }, async () => {
+// npm itself, as an operator types it (`npm start`'s prestart builds dist/ first).
+it.each([
+  ['npm start', ['npm', 'start']],
+  ['npm run idem -- serve', ['npm', 'run', 'idem', '--', 'serve']],
+])('SIGTERM to npm stops the server it started: %s', { timeout: 3 * START_MS }, async (_, command) => {
   const e = await engineEnv();
-  // npm itself, as an operator types it (its prestart builds dist/ first).
-  const npm = new ServiceProcess(await freePort(), e.env, ['npm', 'start']);
+  const npm = new ServiceProcess(await freePort(), e.env, command);
   try {
     await npm.waitFor('/readyz', 200, 2 * START_MS);
     const line = npm.lines.find((l) => l.startsWith('{') && l.includes('"pid"'));
-    serverPid = (JSON.parse(line!) as { pid: number }).pid;
+    const serverPid = (JSON.parse(line!) as { pid: number }).pid;
+    serverPids.push(serverPid);
     expect(serverPid).not.toBe(npm.proc.pid);
     expect(alive(serverPid)).toBe(true);
 
     npm.proc.kill('SIGTERM');
     await npm.exited;
-    await expect.poll(() => alive(serverPid!), { timeout: 60_000, interval: 100 }).toBe(false);
+    await expect.poll(() => alive(serverPid), { timeout: 60_000, interval: 100 }).toBe(false);
     expect(await npm.status('/healthz')).toBe(0);
     expect(npm.messages()).toContain('shutting down: no new requests, finishing in-flight ones');
   } finally {
