@@ -39,10 +39,12 @@ type Env = Record<string, string | undefined>;
 function int(env: Env, name: string, def: number, min: number, max: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return def;
-  if (!/^\d+$/.test(raw.trim()))
-    throw new ConfigError(`${name} must be an integer, got ${JSON.stringify(raw)}`);
-  const n = Number(raw);
-  if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
+  // One message for every way a value misses (a sign, a fraction, a word, out of range): "-1"
+  // is an integer, so "must be an integer" would not say what is wrong with it.
+  const n = /^\d+$/.test(raw.trim()) ? Number(raw) : Number.NaN;
+  if (!(n >= min && n <= max)) {
+    throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  }
   return n;
 }
 
